@@ -1,0 +1,36 @@
+"""``fd-conformance``: run | lint | report.  Each subcommand lives with the concept it drives."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from fd_conformance import __version__
+from fd_conformance.errors import EXIT_USAGE, UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fd-conformance", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"fd-conformance {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Each module adds its own subparser and sets ``func`` (args -> exit code); imports are
+    # deferred to here so `fd-conformance --help` never loads a framework.
+    from fd_conformance import lint
+
+    lint.add_cli(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as err:
+        print(f"fd-conformance {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Runtime adapters. ``get_runtime()`` picks one by name or auto-detects; frameworks load lazily."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from fd_conformance.errors import UsageError
+from fd_conformance.runtime.base import Runtime
+
+RUNTIMES = {"torch": "fd_conformance.runtime.torch", "paddle": "fd_conformance.runtime.paddle"}
+DEVICES = ("auto", "cuda", "cpu")
+
+
+def installed_runtimes() -> list[str]:
+    """Frameworks importable here, without importing them."""
+    return [name for name in RUNTIMES if importlib.util.find_spec(name) is not None]
+
+
+def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
+    """Build the adapter for ``name`` ("torch", "paddle", "auto") on ``device``.
+
+    ``device="auto"`` means CUDA when the framework sees a GPU, else CPU with host-emulated
+    graphs (a test double for the kit's own CI, reported as such).
+    """
+    if device not in DEVICES:
+        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(DEVICES)}")
+    if name == "auto":
+        available = installed_runtimes()
+        if not available:
+            raise UsageError(
+                "no runtime installed (neither torch nor paddle can be imported)",
+                "pip install 'fd-conformance[torch]' or 'fd-conformance[paddle]'",
+            )
+        name = available[0]
+    if name not in RUNTIMES:
+        raise UsageError(f"unknown runtime {name!r}", f"use one of {', '.join(RUNTIMES)} or auto")
+    if importlib.util.find_spec(name) is None:
+        raise UsageError(f"runtime {name!r} is not installed", f"pip install 'fd-conformance[{name}]'")
+    module = importlib.import_module(RUNTIMES[name])
+    return module.create(device)  # type: ignore[no-any-return]
