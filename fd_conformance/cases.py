@@ -1,0 +1,89 @@
+"""Model cases: what the suites certify, as data (like vLLM's test registry or PyTorch's ModuleInfo).
+
+A :class:`ModelCase` names a model, its runtime, and a factory that builds a :class:`Subject`
+(wrapper, optional draft, runner, input builder) from a tiny config on a given runtime.
+The suites only ever talk to a Subject, so a model author certifies their own wrapper by
+writing one factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from fd_conformance.runtime.base import Graph, Runtime
+
+
+@runtime_checkable
+class ModelRunner(Protocol):
+    """The engine side of the RL weight cycle (FastDeploy's GPUModelRunner, reduced)."""
+
+    use_cudagraph: bool
+    draft_model_use_cudagraph: bool
+
+    def capture_model(self) -> None:
+        """Warm up and capture every capture size, main and draft, in descending order."""
+
+    def clear_parameters(self) -> None:
+        """Destroy all graphs (main and draft), then release weights and shut down groups."""
+
+    def update_parameters(self, weights: Mapping[str, Any]) -> None:
+        """Restart groups, load ``weights`` into NEW buffers, and capture again."""
+
+
+@runtime_checkable
+class Subject(Protocol):
+    """One built model under test, as a case factory returns it."""
+
+    runtime: Runtime
+    wrapper: Any  # the engine-facing wrapper; must satisfy GraphOptModel
+    draft: Any | None  # the draft (MTP) wrapper, or None
+    runner: ModelRunner
+
+    def make_inputs(self, num_tokens: int, seed: int = 0) -> Any:
+        """Inputs for one step of ``num_tokens`` tokens (multimodal cases include pixels)."""
+
+    def forward(self, inputs: Any) -> Mapping[str, Any]:
+        """One step through the runner: replays a captured graph when one fits the size.
+        Returns named outputs, e.g. ``{"logits": ..., "draft_logits": ...}``."""
+
+    def eager_forward(self, inputs: Any) -> Mapping[str, Any]:
+        """The same step with the same weights and no graphs: the reference for replay."""
+
+    def new_weights(self, seed: int) -> Mapping[str, Any]:
+        """A fresh, seeded weight set (name -> tensor) for ``runner.update_parameters``."""
+
+    def graphs(self) -> Sequence[Graph]:
+        """Every graph the subject's models currently own, main and draft (alive or not)."""
+
+
+SubjectFactory = Callable[["Runtime"], Subject]
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """A model to certify. ``expected_findings`` is empty for a good model; a mutant lists the
+    finding codes the suites must report for it (and no others)."""
+
+    name: str
+    runtime: str  # "torch" | "paddle"
+    factory: SubjectFactory
+    capture_sizes: tuple[int, ...]
+    capabilities: frozenset[str] = frozenset()  # "draft", "multimodal", "moe"
+    expected_findings: frozenset[str] = frozenset()
+    description: str = ""
+    tolerances: Mapping[str, float] = field(default_factory=lambda: {"rtol": 1e-4, "atol": 1e-4})
+
+    @property
+    def module(self) -> str:
+        """Module the factory lives in: changed-file selection maps source files to cases by it."""
+        return getattr(self.factory, "__module__", "")
+
+    @property
+    def is_mutant(self) -> bool:
+        return bool(self.expected_findings)
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
