@@ -171,6 +171,14 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def to_numpy(self, tensor: Any) -> Any: ...
 
+    @abc.abstractmethod
+    def clone(self, tensor: Any) -> Any:
+        """A new tensor with its own storage (used for persistent graph input/output buffers)."""
+
+    @abc.abstractmethod
+    def copy_into(self, dst: Any, src: Any) -> None:
+        """In-place copy (graph replay reads static buffers, so inputs are copied into them)."""
+
     # --- graphs -------------------------------------------------------------------
     @abc.abstractmethod
     def new_graph(self, label: str, owner: str = "main") -> Graph: ...
