@@ -126,3 +126,15 @@ register_rule("FDC403", E, "draft capture sizes do not cover the speculative dec
 # Isolation (fd_conformance.isolation).
 register_rule("FDC501", E, "check hung and was killed by the watchdog", "isolation")
 register_rule("FDC502", E, "check's worker process crashed", "isolation")
+
+
+def rules_markdown() -> str:
+    """The finding-code table for the README (a test keeps the README in sync with this)."""
+    lines = ["| code | severity | raised by | meaning |", "|---|---|---|---|"]
+    for rule in sorted(RULES.values(), key=lambda r: r.code):
+        lines.append(f"| {rule.code} | {rule.severity.value} | {rule.where} | {rule.title} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m fd_conformance.findings` prints the table
+    print(rules_markdown())
