@@ -106,6 +106,7 @@ register_rule("FDC004", E, "near-miss misspelling of the clear method", "protoco
 register_rule("FDC005", E, "clear method requires arguments", "protocol")
 register_rule("FDC006", E, "attribute under the clear method's name is not callable", "protocol")
 # Static order/guard rules (fd_conformance.lint).
+register_rule("FDC100", E, "source file could not be parsed, so no lint rule ran on it", "lint")
 register_rule("FDC101", E, "weights released or comm group shut down before graphs are cleared", "lint")
 register_rule("FDC102", E, "draft graph clearing guarded by the main model's graph flag only", "lint")
 # Lifecycle rules over recorded runtime calls (fd_conformance.lifecycle).
@@ -120,9 +121,11 @@ register_rule("FDC303", E, "clear before capture or clear twice is not a safe no
 register_rule("FDC304", E, "outputs after the weight cycle differ from eager with the new weights", "suite")
 register_rule("FDC305", E, "memory grows across weight-update cycles", "suite")
 # Config invariants (fd_conformance.config_rules).
-register_rule("FDC401", E, "prefill CUDA graphs on while a CPU cache swaps layer by layer", "config")
-register_rule("FDC402", E, "capture sizes not unique, positive and sorted descending", "config")
-register_rule("FDC403", E, "draft capture sizes do not cover the speculative decode batch", "config")
+register_rule("FDC401", E, "prefill CUDA graphs on while a CPU cache swaps layer by layer (num_cpu_blocks > 0)", "config")
+register_rule("FDC402", E, "capture sizes not unique, positive and sorted descending, or empty with graphs on", "config")
+register_rule("FDC403", E, "MTP decode capture sizes not multiples of the tokens per step (num_speculative_tokens + 1)", "config")
+register_rule("FDC404", E, "static graph (graph_opt_level > 0) with RL dynamic weight loading", "config")
+register_rule("FDC405", E, "capture size not divisible by the TP size under sequence-parallel MoE (hangs)", "config")
 # Isolation (fd_conformance.isolation).
 register_rule("FDC501", E, "check hung and was killed by the watchdog", "isolation")
 register_rule("FDC502", E, "check's worker process crashed", "isolation")

@@ -12,9 +12,13 @@ from __future__ import annotations
 import abc
 import enum
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+HOST_EMULATED = "host-emulated"  # the label of results obtained without real graphs
 
 
 class EventKind(str, enum.Enum):
@@ -60,10 +64,11 @@ class MemoryStats:
 
 
 class StaleGraphError(RuntimeError):
-    """A graph was replayed after a buffer it captured was released or moved.
+    """A graph was replayed after a buffer it captured was released or moved, or after a
+    group whose collectives it captured was shut down.
 
     Only the host emulation raises this; on a real GPU the same replay silently reads
-    freed or foreign memory (garbage outputs or an illegal-address fault).
+    freed or foreign memory (garbage outputs or an illegal-address fault) or hangs.
     """
 
 
@@ -92,11 +97,12 @@ class Graph(abc.ABC):
         self,
         fn: Callable[[], Any],
         *,
-        buffers: Iterable[Any] = (),
+        buffers: Iterable[Any] | Mapping[str, Any] = (),
         groups: Sequence[Group] = (),
     ) -> Any:
         """Capture ``fn()``; returns its (static) outputs. ``buffers`` are the tensors the
-        graph depends on (parameters, static inputs); ``groups`` whose collectives it runs."""
+        graph depends on (parameters, static inputs), optionally as name -> tensor;
+        ``groups`` whose collectives it runs."""
 
     @abc.abstractmethod
     def replay(self) -> None: ...
@@ -127,6 +133,15 @@ class EventBus:
             listener(event)
         return event
 
+    def mark(self, text: str, owner: str = "") -> RuntimeEvent:
+        """A named point in the model's own code (e.g. ``"clear_graph_opt_backend:end"``); the
+        recorder's mark-based rules key on these texts, so models emit them around clear."""
+        return self.emit(EventKind.MARK, text, 0, owner=owner)
+
+
+CLEAR_BEGIN_MARK = "clear_graph_opt_backend:begin"
+CLEAR_END_MARK = "clear_graph_opt_backend:end"  # at this mark no graph of the mark's owner may be alive
+
 
 class Runtime(abc.ABC):
     """A framework (paddle, torch) on a device (cuda, or cpu with host-emulated graphs)."""
@@ -145,6 +160,11 @@ class Runtime(abc.ABC):
         """False when graphs are host-emulated: such results never stand in for a GPU's."""
         return self.device == "cuda"
 
+    @property
+    def graph_mode(self) -> str:
+        """What reports print next to every graph result: "cuda-graph" or "host-emulated"."""
+        return "cuda-graph" if self.graphs_are_real else HOST_EMULATED
+
     @abc.abstractmethod
     def device_count(self) -> int: ...
 
@@ -161,6 +181,10 @@ class Runtime(abc.ABC):
     def empty_cache(self) -> None: ...
 
     # --- tensors ------------------------------------------------------------------
+    def buffer_ref(self, tensor: Any, name: str = "") -> BufferRef:
+        """How an event names a tensor: object identity plus its address right now."""
+        return BufferRef(id(tensor), self.address(tensor), name)
+
     @abc.abstractmethod
     def address(self, tensor: Any) -> int:
         """Data pointer of a tensor (0 when its storage is released)."""
@@ -198,3 +222,118 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def shutdown_group(self, group: Group) -> None: ...
+
+
+BufferSpec = Iterable[Any] | Mapping[str, Any]  # tensors, or name -> tensor for readable findings
+
+
+def named_buffers(buffers: BufferSpec) -> tuple[tuple[str, Any], ...]:
+    """Normalise ``capture(buffers=...)``: a mapping keeps its names, a plain iterable gets none."""
+    if isinstance(buffers, Mapping):
+        return tuple((str(name), tensor) for name, tensor in buffers.items())
+    return tuple(("", tensor) for tensor in buffers)
+
+
+def _emit_collected(events: EventBus, label: str, owner: str, graph_id: int) -> None:
+    """Finalizer body: kept free of any reference to the graph so the graph can be collected."""
+    events.emit(EventKind.GRAPH_DESTROYED, label, graph_id, owner=owner)
+
+
+class RecordedGraph(Graph):
+    """A :class:`Graph` whose capture/replay/reset emit lifecycle events; adapters subclass it.
+
+    The event logic lives here once so the CUDA graphs of both frameworks and the host emulation
+    report identically. Subclasses implement ``_capture``/``_replay``/``_reset`` only. A graph that
+    is garbage-collected without ``reset()`` still reports GRAPH_DESTROYED, because dropping the
+    last reference to a framework graph destroys it (FastDeploy clears by dropping entries).
+    """
+
+    def __init__(self, runtime: Runtime, label: str, owner: str = "main") -> None:
+        self.runtime = runtime
+        self.label = label
+        self.owner = owner
+        self._alive = False
+        self._buffers: tuple[tuple[str, Any], ...] = ()
+        self._groups: tuple[Group, ...] = ()
+        self._finalizer: weakref.finalize | None = None
+
+    # --- framework-specific parts ---------------------------------------------------
+    @abc.abstractmethod
+    def _capture(self, fn: Callable[[], Any]) -> Any:
+        """Capture ``fn`` and return its static outputs."""
+
+    @abc.abstractmethod
+    def _replay(self) -> None: ...
+
+    @abc.abstractmethod
+    def _reset(self) -> None:
+        """Destroy the framework graph and drop every reference to its outputs and pool."""
+
+    # --- the Graph interface ----------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @property
+    def captured_buffers(self) -> tuple[tuple[str, Any], ...]:
+        """(name, tensor) pairs given at capture; empty once destroyed."""
+        return self._buffers
+
+    @property
+    def captured_groups(self) -> tuple[Group, ...]:
+        return self._groups
+
+    def current_refs(self) -> tuple[BufferRef, ...]:
+        """The captured buffers at their addresses *now* (0 when released)."""
+        return tuple(self.runtime.buffer_ref(tensor, name) for name, tensor in self._buffers)
+
+    def capture(
+        self,
+        fn: Callable[[], Any],
+        *,
+        buffers: BufferSpec = (),
+        groups: Sequence[Group] = (),
+    ) -> Any:
+        if self._alive:
+            raise RuntimeError(f"graph {self.label!r} ({self.owner}) is already captured; reset() it first")
+        self._buffers = named_buffers(buffers)
+        self._groups = tuple(groups)
+        refs = self.current_refs()  # addresses at capture: what the graph baked in
+        try:
+            outputs = self._capture(fn)
+        except BaseException:
+            self._buffers, self._groups = (), ()
+            raise
+        self._alive = True
+        self._finalizer = weakref.finalize(self, _emit_collected, self.runtime.events, self.label, self.owner, id(self))
+        self._finalizer.atexit = False  # at interpreter exit nobody is listening; stay quiet
+        self.runtime.events.emit(
+            EventKind.GRAPH_CAPTURED,
+            self.label,
+            id(self),
+            owner=self.owner,
+            buffers=refs,
+            groups=tuple(id(group) for group in self._groups),
+        )
+        return outputs
+
+    def replay(self) -> None:
+        if not self._alive:
+            raise RuntimeError(f"graph {self.label!r} ({self.owner}) is not captured; capture() before replay()")
+        # Emitted before replaying with the buffers' CURRENT addresses, so the recorder can judge a
+        # replay on a GPU, where replaying a stale graph does not raise.
+        self.runtime.events.emit(
+            EventKind.GRAPH_REPLAYED, self.label, id(self), owner=self.owner, buffers=self.current_refs()
+        )
+        self._replay()
+
+    def reset(self) -> None:
+        if not self._alive:
+            return  # idempotent: clearing twice must be a safe no-op
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._reset()
+        self._alive = False
+        self._buffers, self._groups = (), ()
+        self.runtime.events.emit(EventKind.GRAPH_DESTROYED, self.label, id(self), owner=self.owner)

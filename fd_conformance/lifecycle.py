@@ -1,0 +1,240 @@
+"""Lifecycle recorder: teardown-order rules checked against the runtime's real calls.
+
+The runtime adapters emit a :class:`RuntimeEvent` from every real graph capture/replay/destroy,
+parameter release/restore and group create/shutdown. :class:`LifecycleRecorder` listens, keeps
+the ordered record and the set of live graphs, and turns rule violations into findings at the
+moment they happen, naming the graph, its owner (main/draft) and the event that broke the rule:
+
+* FDC201 a graph is alive when a parameter it captured is released;
+* FDC202 a graph is alive when a group it captured is shut down (the MTP hang: NCCL's destroy
+  waits on graphs that captured the communicator);
+* FDC203 graphs are alive after ``clear_graph_opt_backend()``. Two ways in, both supported:
+  explicitly with :meth:`LifecycleRecorder.check_cleared` right after calling clear (the suites
+  do this; it needs nothing from the model), and automatically at the MARK
+  ``clear_graph_opt_backend:end`` when a model or runner emits it (owner "" means every graph,
+  otherwise only graphs of that owner). Both first run the garbage collector, because a graph
+  that is unreachable is being destroyed: dropping an entry is how FastDeploy clears;
+* FDC204 a graph is replayed after a captured buffer was released or replaced. Judged from the
+  addresses the replay event carries, so it works on a real GPU, where such a replay does not
+  raise but silently reads freed or foreign memory.
+
+The recorder is framework-neutral: it never touches tensors, only events.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.runtime.base import CLEAR_END_MARK, BufferRef, EventKind, RuntimeEvent
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fd_conformance.runtime.base import Runtime
+
+FIX_RELEASE = "destroy every graph (main AND draft) with clear_graph_opt_backend() before releasing weights"
+FIX_SHUTDOWN = (
+    "destroy every graph (main AND draft) before shutting down communication groups; "
+    "NCCL's destroy waits on graphs that captured the communicator"
+)
+FIX_CLEAR = "clear_graph_opt_backend() must reset every graph it owns, draft included, whatever the main flag"
+FIX_STALE = "recapture graphs after reloading weights (update_parameters must call capture_model())"
+
+
+@dataclass(frozen=True)
+class LiveGraph:
+    """A graph the recorder saw captured and not yet destroyed."""
+
+    graph_id: int
+    label: str
+    owner: str
+    buffers: tuple[BufferRef, ...]
+    groups: tuple[int, ...]
+    captured_at: int  # seq of its GRAPH_CAPTURED event
+
+    @property
+    def where(self) -> Location:
+        return Location(obj=f"graph {self.label!r} (owner {self.owner or '?'})")
+
+    def describe(self) -> str:
+        return f"graph {self.label!r} (owner {self.owner or '?'}, captured at event #{self.captured_at})"
+
+
+def format_event(event: RuntimeEvent) -> str:
+    """One line per event, for reports and the hang watchdog's "last lifecycle event"."""
+    owner = f" [{event.owner}]" if event.owner else ""
+    return f"#{event.seq} {event.kind.value} {event.subject!r}{owner}"
+
+
+class LifecycleRecorder:
+    """Records a runtime's events while active and evaluates the teardown-order rules on them.
+
+    Use as a context manager (``with LifecycleRecorder(runtime) as rec: ...``) or with
+    :meth:`start`/:meth:`stop`. Graphs captured before recording started are unknown to it.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._events: list[RuntimeEvent] = []
+        self._live: dict[int, LiveGraph] = {}
+        self._findings: list[Finding] = []
+        self._param_names: dict[int, str] = {}
+        self._group_names: dict[int, str] = {}
+        self._stale_reported: set[tuple[int, int]] = set()  # (graph id, capture seq): once per capture
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # --- recording ----------------------------------------------------------------------
+    def start(self) -> LifecycleRecorder:
+        if self._unsubscribe is None:
+            self._unsubscribe = self.runtime.events.subscribe(self._on_event)
+        return self
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def __enter__(self) -> LifecycleRecorder:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def events(self) -> tuple[RuntimeEvent, ...]:
+        return tuple(self._events)
+
+    @property
+    def last_event(self) -> RuntimeEvent | None:
+        return self._events[-1] if self._events else None
+
+    def live_graphs(self, owner: str | None = None) -> list[LiveGraph]:
+        """Graphs alive now (by the record), optionally only one owner's."""
+        return [g for g in self._live.values() if owner is None or g.owner == owner]
+
+    def findings(self) -> list[Finding]:
+        return list(self._findings)
+
+    # --- rules --------------------------------------------------------------------------
+    def check_cleared(self, owner: str | None = None) -> list[Finding]:
+        """FDC203 for every graph (of ``owner``, or any) still alive; call right after clear.
+        The findings are returned and also kept in :meth:`findings`."""
+        at = self.last_event.seq if self._events else -1
+        found = [
+            make_finding(
+                "FDC203",
+                f"{graph.describe()} is still alive after clear_graph_opt_backend() (checked after event #{at})",
+                FIX_CLEAR,
+                graph.where,
+            )
+            for graph in self._surviving_graphs(owner)
+        ]
+        self._findings.extend(found)
+        return found
+
+    def _on_event(self, event: RuntimeEvent) -> None:
+        self._events.append(event)
+        kind = event.kind
+        if kind is EventKind.GRAPH_CAPTURED:
+            self._live[event.subject_id] = LiveGraph(
+                event.subject_id, event.subject, event.owner, event.buffers, event.groups, event.seq
+            )
+        elif kind is EventKind.GRAPH_DESTROYED:
+            self._live.pop(event.subject_id, None)
+        elif kind is EventKind.GRAPH_REPLAYED:
+            self._check_replay(event)
+        elif kind is EventKind.PARAM_RELEASED:
+            self._param_names[event.subject_id] = event.subject
+            self._check_release(event)
+        elif kind is EventKind.PARAM_RESTORED:
+            self._param_names[event.subject_id] = event.subject
+        elif kind is EventKind.GROUP_CREATED:
+            self._group_names[event.subject_id] = event.subject
+        elif kind is EventKind.GROUP_SHUTDOWN:
+            self._group_names[event.subject_id] = event.subject
+            self._check_shutdown(event)
+        elif kind is EventKind.MARK and event.subject == CLEAR_END_MARK:
+            self._check_clear_mark(event)
+
+    def _param_name(self, obj_id: int, fallback: str = "") -> str:
+        return self._param_names.get(obj_id) or fallback or f"<tensor id {obj_id:#x}>"
+
+    def _check_release(self, event: RuntimeEvent) -> None:
+        name = self._param_name(event.subject_id)
+        for graph in list(self._live.values()):
+            if any(ref.obj_id == event.subject_id for ref in graph.buffers):
+                self._findings.append(
+                    make_finding(
+                        "FDC201",
+                        f"{graph.describe()} was alive when parameter {name!r} it captured was released "
+                        f"({format_event(event)})",
+                        FIX_RELEASE,
+                        graph.where,
+                    )
+                )
+
+    def _check_shutdown(self, event: RuntimeEvent) -> None:
+        for graph in list(self._live.values()):
+            if event.subject_id in graph.groups:
+                self._findings.append(
+                    make_finding(
+                        "FDC202",
+                        f"{graph.describe()} was alive when group {event.subject!r} whose collectives it "
+                        f"captured was shut down ({format_event(event)})",
+                        FIX_SHUTDOWN,
+                        graph.where,
+                    )
+                )
+
+    def _surviving_graphs(self, owner: str | None) -> list[LiveGraph]:
+        """Live graphs of ``owner`` that survive a garbage collection.
+
+        An unreachable graph is being destroyed (its finalizer emits GRAPH_DESTROYED, re-entering
+        ``_on_event`` during the collection). A full collection costs ~0.1 s with torch loaded, so
+        it runs only when a graph would otherwise be reported: the right order pays nothing.
+        """
+        if self.live_graphs(owner):
+            gc.collect()
+        return self.live_graphs(owner)
+
+    def _check_clear_mark(self, event: RuntimeEvent) -> None:
+        for graph in self._surviving_graphs(event.owner or None):
+            self._findings.append(
+                make_finding(
+                    "FDC203",
+                    f"{graph.describe()} is still alive at {format_event(event)}",
+                    FIX_CLEAR,
+                    graph.where,
+                )
+            )
+
+    def _check_replay(self, event: RuntimeEvent) -> None:
+        graph = self._live.get(event.subject_id)
+        if graph is None or (graph.graph_id, graph.captured_at) in self._stale_reported:
+            return  # captured before recording began (nothing to compare), or already reported
+        now = {ref.obj_id: ref.address for ref in event.buffers}
+        problems = []
+        for ref in graph.buffers:
+            current = now.get(ref.obj_id, ref.address)
+            name = self._param_name(ref.obj_id, ref.name)
+            if current == 0 and ref.address != 0:
+                problems.append(f"{name!r} released")
+            elif current != ref.address:
+                problems.append(f"{name!r} replaced ({ref.address:#x} -> {current:#x})")
+        if problems:
+            self._stale_reported.add((graph.graph_id, graph.captured_at))
+            self._findings.append(
+                make_finding(
+                    "FDC204",
+                    f"{graph.describe()} was replayed after captured buffers changed: {', '.join(problems)} "
+                    f"({format_event(event)})",
+                    FIX_STALE,
+                    graph.where,
+                )
+            )

@@ -1,0 +1,499 @@
+"""The GraphOptModel protocol, the legacy ``clear_grpah_opt_backend`` alias, and protocol findings.
+
+FastDeploy's wrappers spell the clear method two ways across branches and no shim accepts both,
+so an engine calling one spelling on a model that defines the other crashes (or silently skips
+clearing). This module makes both spellings reach the same method, says so once, and turns every
+way a wrapper can get the contract wrong into a :class:`~fd_conformance.findings.Finding`.
+
+Inheritance rule (FastDeploy wrappers subclass each other): **the most-derived definition under
+either spelling is the method, under both names.** A subclass that overrides only
+``clear_grpah_opt_backend`` of a base that defined both therefore wins for callers of
+``clear_graph_opt_backend`` too -- once the alias is installed on the base (or the subclass).
+Without the alias, plain Python would run the base's stale canonical method; :func:`check_protocol`
+reports that split as FDC003. A method whose body only forwards to the other spelling on ``self``
+(``return self.clear_graph_opt_backend()``) is a shim, not a definition: it never wins, and a
+class defining a real body plus such a shim is consistent.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import sys
+import types
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from typing_extensions import TypeIs
+
+from fd_conformance.errors import UsageError
+from fd_conformance.findings import Finding, Location, Severity, make_finding
+
+CANONICAL = "clear_graph_opt_backend"
+LEGACY = "clear_grpah_opt_backend"
+SPELLINGS = (CANONICAL, LEGACY)
+NEAR_MISS_MAX_DISTANCE = 2
+
+_T = TypeVar("_T", bound=type)
+
+
+@runtime_checkable
+class GraphOptModel(Protocol):
+    """An engine-facing model wrapper whose captured graphs the engine can destroy."""
+
+    def clear_graph_opt_backend(self) -> None:
+        """Destroy every captured graph the model owns (a draft's included); no arguments."""
+
+
+class GraphOptProtocolWarning(UserWarning):
+    """A model that will not conform as written (near-miss name): fix the source."""
+
+
+class ProtocolError(UsageError):
+    """A class the kit was asked to decorate or alias breaks the protocol (e.g. FDC003)."""
+
+
+# --------------------------------------------------------------------------- "once" registries
+# The kit, not Python's warning filter, decides "once", so tests with simplefilter("always")
+# see exactly one warning and users with default filters see no repeats either.
+_WARNED_LEGACY_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+_WARNED_NEAR_MISS_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+_WARNED_CALL_SITES: set[tuple[str, int]] = set()
+
+
+def _warn_legacy_class(cls: type, stacklevel: int) -> None:
+    if cls in _WARNED_LEGACY_CLASSES:
+        return
+    _WARNED_LEGACY_CLASSES.add(cls)
+    warnings.warn(
+        f"{cls.__module__}.{cls.__qualname__} defines the legacy misspelling {LEGACY}(); "
+        f"rename it to {CANONICAL}() (the kit provides the old name as an alias)",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def _warn_call_site(cls: type, frame: types.FrameType | None) -> None:
+    key = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("<unknown>", 0)
+    if key in _WARNED_CALL_SITES:
+        return
+    _WARNED_CALL_SITES.add(key)
+    warnings.warn_explicit(
+        f"{LEGACY} is a deprecated misspelling; call {CANONICAL}() on "
+        f"{cls.__qualname__} instead (same method)",
+        DeprecationWarning,
+        filename=key[0],
+        lineno=key[1],
+        module=frame.f_globals.get("__name__", "") if frame is not None else "",
+    )
+
+
+# --------------------------------------------------------------------------- definitions
+@dataclass(frozen=True)
+class _Definition:
+    """One real definition of the clear method: where it lives and under which spelling."""
+
+    owner: type
+    spelling: str
+    entry: Any  # the raw class-__dict__ value (function, staticmethod, ...), never our descriptor
+
+    @property
+    def function(self) -> Any:
+        """The plain function behind the entry, for identity, code and source position."""
+        return inspect.unwrap(getattr(self.entry, "__func__", self.entry))
+
+    @property
+    def qualname(self) -> str:
+        return getattr(self.function, "__qualname__", f"{self.owner.__qualname__}.{self.spelling}")
+
+    @property
+    def location(self) -> Location:
+        code = getattr(self.function, "__code__", None)
+        if code is None:
+            return _class_location(self.owner, obj=f"{self.owner.__qualname__}.{self.spelling}")
+        return Location(path=code.co_filename, line=code.co_firstlineno, obj=self.qualname)
+
+    def describe(self) -> str:
+        loc = self.location
+        where = f"{loc.path}:{loc.line}" if loc.path else "<unknown source>"
+        return f"{self.qualname} ({where})"
+
+
+def _other(spelling: str) -> str:
+    return LEGACY if spelling == CANONICAL else CANONICAL
+
+
+def _is_self_shim(defn: _Definition) -> bool:
+    """True when the body reads ``self.<other spelling>``: it forwards, it does not define.
+
+    Bytecode, not names: ``self.model.clear_grpah_opt_backend(...)`` (FastDeploy's wrapper
+    delegating to its inner model) is a real body, only ``self.<other>`` is a shim.
+    """
+    func = defn.function
+    code = getattr(func, "__code__", None)
+    if code is None or code.co_argcount == 0 or isinstance(defn.entry, staticmethod):
+        return False
+    receiver = code.co_varnames[0]
+    previous: dis.Instruction | None = None
+    for instr in dis.get_instructions(code):
+        if (
+            previous is not None
+            and previous.opname == "LOAD_FAST"
+            and previous.argval == receiver
+            and instr.opname in ("LOAD_ATTR", "LOAD_METHOD")
+            and instr.argval == _other(defn.spelling)
+        ):
+            return True
+        previous = instr
+    return False
+
+
+def _own_definitions(klass: type) -> list[_Definition]:
+    """Definitions in ``klass.__dict__`` itself, canonical first, aliases skipped."""
+    found: list[_Definition] = []
+    for spelling in SPELLINGS:
+        if spelling not in klass.__dict__:
+            continue
+        entry = klass.__dict__[spelling]
+        if isinstance(entry, _GraphOptDispatch):
+            if entry.original is None:
+                continue  # a pure alias defines nothing
+            entry = entry.original
+        found.append(_Definition(klass, spelling, entry))
+    return found
+
+
+def _resolve(cls: type) -> _Definition | None:
+    """The most-derived non-shim definition under either spelling (the inheritance rule)."""
+    first: _Definition | None = None
+    for klass in cls.__mro__:
+        for defn in _own_definitions(klass):
+            first = first or defn
+            if not _is_self_shim(defn):
+                return defn
+    return first  # only shims: return the nearest, the call will show the recursion
+
+
+def _plain_lookup(cls: type, spelling: str) -> _Definition | None:
+    """What plain Python attribute lookup reaches under one spelling, aliases excluded."""
+    for klass in cls.__mro__:
+        if spelling not in klass.__dict__:
+            continue
+        entry = klass.__dict__[spelling]
+        if isinstance(entry, _GraphOptDispatch):
+            return _resolve(cls)  # the alias dispatches by the inheritance rule
+        return _Definition(klass, spelling, entry)
+    return None
+
+
+class _GraphOptDispatch:
+    """Non-data descriptor installed under both spellings: resolves by the inheritance rule.
+
+    Resolution happens at access time from the instance's own type, so subclasses defined after
+    installation (undecorated third-party ones included) follow the rule too.
+    """
+
+    def __init__(self, owner: type, spelling: str, original: Any) -> None:
+        self.owner = owner
+        self.spelling = spelling
+        self.original = original  # the class's own entry under this name, or None (pure alias)
+        # (a class attribute that is literally None is refused as FDC006 before we get here)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        cls = objtype if objtype is not None else type(obj)
+        defn = _resolve(cls)
+        if defn is None:  # pragma: no cover - installation refuses classes without a definition
+            raise AttributeError(f"{cls.__qualname__} has no {CANONICAL}() under either spelling")
+        if defn.spelling == LEGACY:
+            _warn_legacy_class(defn.owner, stacklevel=2)
+        elif self.spelling == LEGACY:
+            _warn_call_site(cls, sys._getframe(1))
+        return defn.entry.__get__(obj, cls) if hasattr(defn.entry, "__get__") else defn.entry
+
+
+# --------------------------------------------------------------------------- installation
+def _own_conflict(cls: type) -> tuple[_Definition, _Definition] | None:
+    """Two disagreeing real bodies in the class the inheritance rule picks from, if any.
+
+    Only a conflict *inside one class* stops the alias: a split across a base and a subclass is
+    exactly what the alias resolves (most-derived wins).
+    """
+    for klass in cls.__mro__:
+        defs = _own_definitions(klass)
+        if not defs:
+            continue
+        if len(defs) == 2 and not _same_body(*defs) and not any(_is_self_shim(d) for d in defs):
+            return defs[0], defs[1]
+        return None
+    return None
+
+
+def _refuse_unaliasable(cls: type) -> None:
+    """The alias cannot fix a missing, non-callable or self-contradicting method: say so."""
+    conflict = _own_conflict(cls)
+    if conflict is not None:
+        raise ProtocolError(
+            f"{cls.__qualname__} defines both spellings with different bodies: "
+            f"{conflict[0].describe()} and {conflict[1].describe()} (FDC003)",
+            f"keep one body in {CANONICAL} and set `{LEGACY} = {CANONICAL}`",
+        )
+    defn = _resolve(cls)
+    if defn is None:
+        raise ProtocolError(f"{cls.__qualname__} has no {CANONICAL}() under either spelling (FDC001)",
+                            f"add `def {CANONICAL}(self) -> None:` to {cls.__qualname__}")
+    if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
+        raise ProtocolError(f"{cls.__qualname__}.{defn.spelling} is not callable (FDC006)",
+                            f"define `def {CANONICAL}(self) -> None:` instead of assigning a value")
+
+
+def install_legacy_alias(cls: type) -> Callable[[], None]:
+    """Make both spellings reach the same method on ``cls`` (and its subclasses); no source edit.
+
+    For third-party classes at test time. Idempotent: a second call changes nothing and returns
+    a no-op. Returns an undo callable that restores the class exactly. Raises
+    :class:`ProtocolError` when the class has no definition or two disagreeing ones (FDC003).
+    """
+    if not isinstance(cls, type):
+        raise UsageError(f"install_legacy_alias() needs a class, got {type(cls).__name__}",
+                         "pass the model class (type(model)), not an instance")
+    if all(isinstance(cls.__dict__.get(s), _GraphOptDispatch) for s in SPELLINGS):
+        return lambda: None
+    _refuse_unaliasable(cls)
+    saved = {s: cls.__dict__[s] for s in SPELLINGS if s in cls.__dict__}
+    for spelling in SPELLINGS:
+        setattr(cls, spelling, _GraphOptDispatch(cls, spelling, saved.get(spelling)))
+    defn = _resolve(cls)
+    if defn is not None and defn.spelling == LEGACY:
+        _warn_legacy_class(defn.owner, stacklevel=2)
+
+    def undo() -> None:
+        for spelling in SPELLINGS:
+            if spelling in saved:
+                setattr(cls, spelling, saved[spelling])
+            elif spelling in cls.__dict__:
+                delattr(cls, spelling)
+
+    return undo
+
+
+@contextmanager
+def legacy_alias(cls: type) -> Iterator[type]:
+    """``with legacy_alias(ThirdPartyModel): ...`` -- the alias for one block, then undone."""
+    undo = install_legacy_alias(cls)
+    try:
+        yield cls
+    finally:
+        undo()
+
+
+def graph_opt_model(cls: _T) -> _T:
+    """Class decorator for our own wrappers: install the alias, then fail at import time on any
+    protocol error (a required argument, a near-miss name) rather than at the engine's first clear."""
+    undo = install_legacy_alias(cls)
+    errors = [f for f in check_protocol(cls) if f.is_error]
+    if errors:
+        undo()
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ProtocolError(f"@graph_opt_model {cls.__qualname__}: {errors[0].code} {errors[0].message}{more}",
+                            errors[0].hint)
+    return cls
+
+
+# --------------------------------------------------------------------------- supports_graph_opt
+def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel]]:
+    """Whether ``obj`` (instance or class) can be cleared through ``clear_graph_opt_backend()``.
+
+    A legacy-only class conforms: the alias is installed (so the TypeIs promise holds) and its
+    author is told once. A near-miss name does not conform and earns a prescriptive warning.
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    defn = _resolve(cls)
+    if defn is None:
+        misses = _near_misses(obj)
+        if misses and cls not in _WARNED_NEAR_MISS_CLASSES:
+            _WARNED_NEAR_MISS_CLASSES.add(cls)
+            warnings.warn(
+                f"{cls.__qualname__} defines {', '.join(n + '()' for n in misses)}, a near-miss of "
+                f"{CANONICAL}(); rename it to {CANONICAL} or the engine cannot clear its graphs",
+                GraphOptProtocolWarning,
+                stacklevel=2,
+            )
+        return False
+    if defn.spelling == LEGACY and not isinstance(cls.__dict__.get(CANONICAL), _GraphOptDispatch):
+        try:
+            install_legacy_alias(cls)
+        except ProtocolError:
+            return False
+        _warn_legacy_class(defn.owner, stacklevel=2)
+    return callable(getattr(obj, CANONICAL, None))
+
+
+# --------------------------------------------------------------------------- check_protocol
+def _levenshtein(a: str, b: str, limit: int) -> int:
+    """Edit distance, giving up (returning limit + 1) as soon as it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        if min(cur) > limit:
+            return limit + 1
+        prev = cur
+    return prev[-1]
+
+
+def _near_misses(obj: object) -> list[str]:
+    names = set(dir(obj if isinstance(obj, type) else type(obj)))
+    names.update(getattr(obj, "__dict__", {}) if not isinstance(obj, type) else ())
+    return sorted(
+        n for n in names
+        if n not in SPELLINGS
+        and any(_levenshtein(n, s, NEAR_MISS_MAX_DISTANCE) <= NEAR_MISS_MAX_DISTANCE for s in SPELLINGS)
+    )
+
+
+def _class_location(cls: type, obj: str | None = None) -> Location:
+    try:
+        path = inspect.getsourcefile(cls)
+        line = inspect.getsourcelines(cls)[1] if path else None
+    except (OSError, TypeError):
+        path, line = None, None
+    return Location(path=path, line=line, obj=obj or cls.__qualname__)
+
+
+def _required_params(defn: _Definition, target: object) -> list[str]:
+    """Parameters a no-argument call would leave unfilled (``self`` excluded, bound or not)."""
+    bound = getattr(target, defn.spelling, None) if not isinstance(target, type) else None
+    try:
+        if bound is not None:
+            sig = inspect.signature(bound)
+        else:
+            sig = inspect.signature(defn.entry.__get__(None, defn.owner)
+                                    if isinstance(defn.entry, classmethod) else defn.function)
+    except (TypeError, ValueError):
+        return []  # builtins without a signature: nothing to prove
+    params = list(sig.parameters.values())
+    if bound is None and not isinstance(defn.entry, (staticmethod, classmethod)) and params:
+        params = params[1:]  # unbound function: the first positional is the receiver
+    return [p.name for p in params
+            if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+
+
+def _same_body(a: _Definition, b: _Definition) -> bool:
+    fa, fb = a.function, b.function
+    if fa is fb:
+        return True
+    ca, cb = getattr(fa, "__code__", None), getattr(fb, "__code__", None)
+    return ca is not None and ca is cb
+
+
+def check_protocol(obj_or_cls: object) -> list[Finding]:
+    """Every way ``obj_or_cls`` breaks the GraphOptModel contract, as findings (empty = conforms)."""
+    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
+    name = cls.__qualname__
+    findings: list[Finding] = []
+
+    for miss in _near_misses(obj_or_cls):
+        raw = inspect.getattr_static(obj_or_cls, miss, None)
+        func = inspect.unwrap(getattr(raw, "__func__", raw)) if raw is not None else None
+        code = getattr(func, "__code__", None)
+        loc = (Location(code.co_filename, code.co_firstlineno, obj=f"{name}.{miss}") if code
+               else _class_location(cls, obj=f"{name}.{miss}"))
+        target = min(SPELLINGS, key=lambda s: _levenshtein(miss, s, len(s)))
+        findings.append(make_finding(
+            "FDC004",
+            f"{name} defines {miss!r}, {_levenshtein(miss, target, len(target))} edit(s) from {target!r}: "
+            f"the engine calls {CANONICAL}() and will never reach it",
+            f"rename {miss} to {CANONICAL} (keep a {miss} alias only if other code calls it)",
+            loc,
+        ))
+
+    # An instance attribute shadows any method: check it first (e.g. ``self.clear_... = None``).
+    if not isinstance(obj_or_cls, type):
+        for spelling in SPELLINGS:
+            inst = getattr(obj_or_cls, "__dict__", {}).get(spelling, _MISSING)
+            if inst is not _MISSING and not callable(inst):
+                findings.append(_not_callable(name, spelling, inst, _class_location(cls)))
+                return findings
+
+    canonical = _plain_lookup(cls, CANONICAL)
+    legacy = _plain_lookup(cls, LEGACY)
+    if canonical is None and legacy is None:
+        findings.append(make_finding(
+            "FDC001",
+            f"{name} has no {CANONICAL}() under either spelling, own or inherited: the engine cannot "
+            f"destroy its captured graphs before releasing weights (RL weight sync hangs or leaks)",
+            f"add `def {CANONICAL}(self) -> None:` to {name} that destroys every graph it owns, e.g. "
+            f"`self.model.{CANONICAL}()` for a wrapper around a @support_graph_optimization model",
+            _class_location(cls),
+        ))
+        return findings
+
+    for defn in (d for d in (canonical, legacy) if d is not None):
+        if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
+            findings.append(_not_callable(name, defn.spelling, defn.entry, defn.location))
+            return findings
+
+    if canonical is not None and legacy is not None and not _same_body(canonical, legacy):
+        if not (_is_self_shim(canonical) or _is_self_shim(legacy)):
+            findings.append(make_finding(
+                "FDC003",
+                f"{name}: the two spellings reach different methods -- {CANONICAL} is "
+                f"{canonical.describe()} and {LEGACY} is {legacy.describe()}; callers of one "
+                f"spelling skip the other's clearing",
+                f"keep one body in {CANONICAL} and make {LEGACY} a shim "
+                f"(`{LEGACY} = {CANONICAL}`), or delete {LEGACY}",
+                canonical.location if canonical.owner is cls or legacy.owner is not cls else legacy.location,
+            ))
+            return findings
+
+    effective = _resolve(cls) or canonical or legacy
+    assert effective is not None
+    if effective.spelling == LEGACY:
+        findings.append(make_finding(
+            "FDC002",
+            f"{name} defines only the legacy misspelling {LEGACY}() ({effective.describe()}); it "
+            f"conforms through the kit's alias, but engines without the alias call {CANONICAL}()",
+            f"rename {LEGACY} to {CANONICAL} in {effective.owner.__qualname__} "
+            f"(add `{LEGACY} = {CANONICAL}` if old callers remain)",
+            effective.location,
+        ))
+
+    required = _required_params(effective, obj_or_cls)
+    if required:
+        findings.append(make_finding(
+            "FDC005",
+            f"{effective.qualname}() requires argument(s) {', '.join(required)}; the engine calls "
+            f"{CANONICAL}() with none, so clearing raises TypeError",
+            f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), "
+            f"so `model.{CANONICAL}()` works",
+            effective.location,
+        ))
+    return findings
+
+
+_MISSING = object()
+
+
+def _not_callable(name: str, spelling: str, value: object, loc: Location) -> Finding:
+    return make_finding(
+        "FDC006",
+        f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's "
+        f"call raises TypeError",
+        f"define `def {CANONICAL}(self) -> None:` and do not assign another value to {spelling}",
+        loc,
+    )
+
+
+def severity_of(findings: list[Finding]) -> Severity | None:
+    """The worst severity among ``findings`` (None when empty): what a caller gates on."""
+    if any(f.is_error for f in findings):
+        return Severity.ERROR
+    return Severity.WARNING if findings else None

@@ -1,0 +1,161 @@
+"""Host emulation of CUDA-graph semantics: a test double for the kit's own CPU CI.
+
+There are no CUDA graphs without a GPU, yet the kit's ordering and interface checks must still
+run in CPU CI. :class:`HostGraph` reproduces the *contract* of a captured graph, not its speed:
+
+* capture runs ``fn`` once; what it returns becomes the graph's static outputs;
+* replay re-runs ``fn`` and copies the results INTO those static outputs (callers keep reading
+  the same tensors, exactly as with a real graph);
+* replay first raises :class:`StaleGraphError` when a captured buffer was released or now lives
+  at another address, or a captured group was shut down -- on a GPU that replay would read freed
+  memory (garbage, illegal address) or hang in a dead communicator.
+
+Memory emulation (:class:`HostMemoryLedger`) measures exactly one thing: the bytes of tensors that
+host graphs returned as static outputs and that are still alive (weakly tracked, so the ledger
+itself keeps nothing alive). A model that resets its graphs but keeps the output buffers shows up
+as a leak. It does not see intermediate tensors, captured inputs, or views taken from an output
+(a view keeps the storage but is a different tensor object). It never stands in for a GPU
+measurement: ``Runtime.graphs_are_real`` is False and reports say "host-emulated".
+
+Framework-neutral: the Paddle and PyTorch adapters hand in their tensor operations
+(:class:`HostTensorOps`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fd_conformance.runtime.base import HOST_EMULATED, RecordedGraph, Runtime, StaleGraphError
+
+__all__ = ["HOST_EMULATED", "HostGraph", "HostMemoryLedger", "HostTensorOps", "copy_tree_into", "tensor_leaves"]
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+@dataclass(frozen=True)
+class HostTensorOps:
+    """The framework operations the host graph needs, supplied by each adapter."""
+
+    is_tensor: Callable[[Any], bool]
+    nbytes: Callable[[Any], int]
+    copy_into: Callable[[Any, Any], None]
+    # How to run the captured callable (torch: under no_grad, as a real capture would).
+    run: Callable[[Callable[[], Any]], Any] = _call
+
+
+@dataclass
+class HostMemoryLedger:
+    """Bytes held by live static outputs of host graphs (see the module docstring for scope)."""
+
+    nbytes: Callable[[Any], int]
+    _live: dict[int, tuple[weakref.ref[Any], int]] = field(default_factory=dict)
+
+    def track(self, tensor: Any) -> None:
+        key = id(tensor)
+        if key in self._live and self._live[key][0]() is tensor:
+            return  # one tensor returned by two graphs is still one allocation
+
+        def forget(_ref: weakref.ref[Any], key: int = key) -> None:
+            entry = self._live.get(key)
+            if entry is not None and entry[0] is _ref:
+                del self._live[key]
+
+        self._live[key] = (weakref.ref(tensor, forget), self.nbytes(tensor))
+
+    def allocated(self) -> int:
+        return sum(size for ref, size in self._live.values() if ref() is not None)
+
+    def live_count(self) -> int:
+        return sum(1 for ref, _ in self._live.values() if ref() is not None)
+
+
+def tensor_leaves(tree: Any, is_tensor: Callable[[Any], bool]) -> list[Any]:
+    """Tensors inside nested tuples/lists/dicts, in a stable order."""
+    if is_tensor(tree):
+        return [tree]
+    if isinstance(tree, Mapping):
+        return [leaf for key in tree for leaf in tensor_leaves(tree[key], is_tensor)]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in tensor_leaves(item, is_tensor)]
+    return []
+
+
+def copy_tree_into(static: Any, fresh: Any, ops: HostTensorOps, where: str = "outputs") -> None:
+    """Copy ``fresh`` into ``static`` leaf by leaf; structures must match as a graph's would."""
+    if ops.is_tensor(static):
+        if not ops.is_tensor(fresh):
+            raise RuntimeError(f"replay produced {type(fresh).__name__} at {where}, capture produced a tensor")
+        ops.copy_into(static, fresh)
+    elif isinstance(static, Mapping):
+        if not isinstance(fresh, Mapping) or set(fresh) != set(static):
+            raise RuntimeError(f"replay output keys at {where} differ from the captured ones")
+        for key in static:
+            copy_tree_into(static[key], fresh[key], ops, f"{where}[{key!r}]")
+    elif isinstance(static, (tuple, list)):
+        if not isinstance(fresh, (tuple, list)) or len(fresh) != len(static):
+            raise RuntimeError(f"replay output structure at {where} differs from the captured one")
+        for index, (old, new) in enumerate(zip(static, fresh)):
+            copy_tree_into(old, new, ops, f"{where}[{index}]")
+    # Non-tensor leaves (None, ints, shapes) are baked into a real graph too: nothing to copy.
+
+
+class HostGraph(RecordedGraph):
+    """CUDA-graph semantics on the host (a test double; see the module docstring)."""
+
+    def __init__(
+        self, runtime: Runtime, label: str, owner: str, ops: HostTensorOps, ledger: HostMemoryLedger
+    ) -> None:
+        super().__init__(runtime, label, owner)
+        self._ops = ops
+        self._ledger = ledger
+        self._fn: Callable[[], Any] | None = None
+        self._outputs: Any = None
+        self._captured_addresses: tuple[int, ...] = ()
+
+    @property
+    def static_outputs(self) -> Any:
+        return self._outputs
+
+    def _capture(self, fn: Callable[[], Any]) -> Any:
+        # Addresses as baked into the graph; replay compares against them.
+        self._captured_addresses = tuple(self.runtime.address(tensor) for _, tensor in self.captured_buffers)
+        outputs = self._ops.run(fn)
+        for leaf in tensor_leaves(outputs, self._ops.is_tensor):
+            self._ledger.track(leaf)
+        self._fn, self._outputs = fn, outputs
+        return outputs
+
+    def check_not_stale(self) -> None:
+        """Raise StaleGraphError where a GPU replay would read freed/foreign memory or hang."""
+        for (name, tensor), captured in zip(self.captured_buffers, self._captured_addresses):
+            shown = name or f"tensor@{captured:#x}"
+            if self.runtime.is_released(tensor):
+                raise StaleGraphError(
+                    f"graph {self.label!r} ({self.owner}) replayed after captured buffer {shown} was released"
+                )
+            now = self.runtime.address(tensor)
+            if now != captured:
+                raise StaleGraphError(
+                    f"graph {self.label!r} ({self.owner}) replayed after captured buffer {shown} moved "
+                    f"from {captured:#x} to {now:#x}; recapture after reloading weights"
+                )
+        for group in self.captured_groups:
+            if not group.alive:
+                raise StaleGraphError(
+                    f"graph {self.label!r} ({self.owner}) replayed after its group {group.name!r} was shut down"
+                )
+
+    def _replay(self) -> None:
+        self.check_not_stale()
+        assert self._fn is not None  # alive implies captured
+        copy_tree_into(self._outputs, self._ops.run(self._fn), self._ops)
+
+    def _reset(self) -> None:
+        # Dropping our references is the whole "free": outputs the model still holds stay alive
+        # and stay counted by the ledger -- that is the leak the emulation exists to show.
+        self._fn, self._outputs, self._captured_addresses = None, None, ()

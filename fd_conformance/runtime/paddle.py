@@ -1,0 +1,387 @@
+"""PaddlePaddle runtime adapter: the real Paddle 3.x calls FastDeploy's engine makes.
+
+Graphs are ``paddle.device.cuda.graphs.CUDAGraph`` on CUDA (one memory pool per owner, as
+FastDeploy's piecewise backend keeps one per backend) and the host emulation from
+:mod:`fd_conformance.runtime.host_graph` on CPU. Weights are released with
+``param._clear_data()`` and restored with ``new._share_buffer_to(param)``, exactly as
+FastDeploy's ``DynamicWeightManager`` does, so a restored weight lives at a NEW address and a
+graph captured before the cycle is stale. Paddle is imported only when :func:`create` runs.
+
+Graph memory and ``FLAGS_use_cuda_malloc_async_allocator``
+-------------------------------------------------------------
+Paddle's default auto-growth allocator keeps the blocks a CUDA graph's private pool used, so
+``CUDAGraph.reset()`` + ``empty_cache()`` does not lower reserved memory; FastDeploy therefore
+runs with ``FLAGS_use_cuda_malloc_async_allocator=true`` (stream-ordered ``cudaMallocAsync``),
+under which graph memory really goes back. Paddle reads ``FLAGS_*`` from the environment when
+it is imported and builds its GPU allocator when CUDA is first used, so :func:`create` puts the
+flag into ``os.environ`` *before* it imports paddle. When paddle was imported earlier, the
+adapter falls back to ``paddle.set_flags`` and, if the GPU allocator already holds memory (so
+it was built under the old setting), warns with :class:`AsyncAllocatorFlagWarning`: the C2
+memory check may then fail spuriously. Set the flag in the environment (or let the kit's
+spawned workers set it) to avoid that. An explicit ``false`` from the user is respected, with
+the same warning.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from fd_conformance.errors import UsageError
+from fd_conformance.runtime.base import (
+    BufferRef,
+    EventBus,
+    EventKind,
+    Graph,
+    Group,
+    MemoryStats,
+    RecordedGraph,
+    Runtime,
+)
+from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, HostTensorOps
+
+def _nbytes(tensor: Any) -> int:
+    return int(tensor.numel()) * int(tensor.element_size())
+
+
+def _run_no_grad(fn: Callable[[], Any]) -> Any:
+    """Run a captured callable as a real capture would: no autograd graph kept alive."""
+    import paddle
+
+    with paddle.no_grad():
+        return fn()
+
+
+ASYNC_ALLOCATOR_FLAG = "FLAGS_use_cuda_malloc_async_allocator"
+ASYNC_ALLOCATOR_FLAG_HELP = (
+    f"{ASYNC_ALLOCATOR_FLAG}=true makes Paddle return CUDA-graph memory on reset (FastDeploy "
+    "sets it); it must be in the environment before paddle is imported"
+)
+# ProcessGroup creation reads the global rank from here even for a one-rank group.
+TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
+DEVICES = ("auto", "cuda", "cpu")
+
+
+class AsyncAllocatorFlagWarning(UserWarning):
+    """Paddle's GPU allocator was built without the async allocator: graph memory may stay reserved."""
+
+
+def _flag_is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def ensure_async_allocator_flag() -> bool:
+    """Turn the async allocator on, as early as possible; returns whether it is on.
+
+    Before paddle is imported the environment variable is enough. After, ``set_flags`` still
+    works as long as the GPU allocator has not been built; once it holds memory it is too late
+    and we say so (the C2 memory check would otherwise blame the model for Paddle's pool).
+    """
+    explicit = os.environ.get(ASYNC_ALLOCATOR_FLAG)
+    if explicit is not None and not _flag_is_true(explicit):
+        warnings.warn(
+            f"{ASYNC_ALLOCATOR_FLAG}={explicit!r} was set by the user; graph memory may not be "
+            f"returned on clear, so FDC302 can be a false positive. Fix: unset it or set it to true",
+            AsyncAllocatorFlagWarning,
+            stacklevel=2,
+        )
+        return False
+    if "paddle" not in sys.modules:
+        os.environ[ASYNC_ALLOCATOR_FLAG] = "true"
+        return True
+    import paddle
+
+    if _flag_is_true(str(paddle.get_flags([ASYNC_ALLOCATOR_FLAG]).get(ASYNC_ALLOCATOR_FLAG))):
+        return True
+    too_late = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and (
+        paddle.device.cuda.memory_reserved() > 0
+    )
+    paddle.set_flags({ASYNC_ALLOCATOR_FLAG: True})
+    os.environ[ASYNC_ALLOCATOR_FLAG] = "true"
+    if too_late:
+        warnings.warn(
+            f"paddle initialised CUDA before the adapter could set {ASYNC_ALLOCATOR_FLAG}=true; "
+            "graph memory may stay reserved after clear (FDC302 can be a false positive). "
+            f"Fix: export {ASYNC_ALLOCATOR_FLAG}=true before importing paddle",
+            AsyncAllocatorFlagWarning,
+            stacklevel=2,
+        )
+        return False
+    return True
+
+
+def _free_port() -> int:
+    """A loopback port for the one-rank group's TCPStore (nobody else connects to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PaddleGroup(Group):
+    """A real one-rank Paddle ProcessGroup (gloo on CPU, NCCL on GPU), registered with
+    ``paddle.distributed`` so its own shutdown/destroy calls work on it.
+
+    ``paddle.distributed.new_group`` creates no ProcessGroup for a single rank (and its
+    collectives skip non-members), so the group is built from Paddle's own parts instead:
+    a TCPStore, ``_new_process_group_impl`` and ``Group``. Collectives call the ProcessGroup
+    directly, on the calculation stream on CUDA so that they land inside a captured graph.
+    """
+
+    def __init__(self, name: str, backend: str) -> None:
+        import paddle.distributed.collective as collective
+        from paddle.base import core
+        from paddle.distributed.communication.group import Group as PaddleDistGroup
+        from paddle.distributed.communication.group import _add_new_group
+
+        os.environ.setdefault(TRAINER_ID_ENV, "0")
+        self.name = name
+        self.backend = backend
+        self._store = core.TCPStore("127.0.0.1", _free_port(), True, 1, 30)
+        gid = collective._new_ring_id()
+        self.dist_name = f"fd_conformance_{name}_{gid}"
+        self._pg: Any = collective._new_process_group_impl(
+            backend, self._store, 0, 1, self.dist_name, None, group_id=gid
+        )
+        self.dist_group: Any = PaddleDistGroup(0, gid, [0], pg=self._pg, name=self.dist_name)
+        collective._get_group_map_by_name()[self.dist_name] = self.dist_group
+        collective._get_group_map()[gid] = self.dist_group
+        _add_new_group(self.dist_group)
+        self._alive = True
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def all_reduce(self, tensor: Any) -> None:
+        if not self._alive:
+            raise RuntimeError(f"all_reduce on group {self.name!r} after it was shut down")
+        from paddle.base import core
+
+        if self.backend == "nccl":
+            self._pg.all_reduce_on_calc_stream(tensor, core.ReduceOp.SUM)
+        else:
+            self._pg.all_reduce(tensor, core.ReduceOp.SUM, True).wait()
+
+    def shutdown(self) -> None:
+        """NCCL: ``shutdown_process_group`` destroys the communicator (this is the call that
+        waits on graphs still holding its collectives). Gloo has no shutdown, so the group is
+        deregistered with ``destroy_process_group`` and its context dropped."""
+        import paddle.distributed as dist
+
+        if not self._alive:
+            return
+        if self.backend == "nccl":
+            dist.shutdown_process_group(self.dist_group)
+        dist.destroy_process_group(self.dist_group)
+        import paddle.distributed.collective as collective
+
+        collective._get_group_map_by_name().pop(self.dist_name, None)
+        collective._get_group_map().pop(self.dist_group.id, None)
+        self._pg = None
+        self._alive = False
+
+
+class PaddleCudaGraph(RecordedGraph):
+    """``paddle.device.cuda.graphs.CUDAGraph`` with FastDeploy's capture sequence:
+    synchronize, capture_begin, run, capture_end, then one replay so the outputs hold values
+    (capturing only records kernels; nothing has run yet)."""
+
+    def __init__(self, runtime: PaddleRuntime, label: str, owner: str, pool_id: Any) -> None:
+        super().__init__(runtime, label, owner)
+        self._pool_id = pool_id
+        self._graph: Any = None
+
+    def _capture(self, fn: Callable[[], Any]) -> Any:
+        import paddle
+        from paddle.device.cuda import graphs
+
+        graph = graphs.CUDAGraph(pool_id=self._pool_id)
+        paddle.device.synchronize()
+        graph.capture_begin()
+        try:
+            outputs = fn()
+        finally:
+            # End the capture even when fn fails: a stream left capturing poisons every later call.
+            graph.capture_end()
+        graph.replay()
+        paddle.device.synchronize()
+        self._graph = graph
+        return outputs
+
+    def _replay(self) -> None:
+        self._graph.replay()
+
+    def _reset(self) -> None:
+        self._graph.reset()
+        self._graph = None
+
+
+class PaddleRuntime(Runtime):
+    """Paddle on ``cuda`` (real graphs) or ``cpu`` (host-emulated graphs)."""
+
+    name = "paddle"
+
+    def __init__(self, device: str) -> None:
+        import paddle
+
+        self.device = device
+        self.events = EventBus()
+        self._paddle = paddle
+        # id(param) -> (address, place) it had when released: a cleared tensor has neither.
+        self._released_at: dict[int, tuple[int, Any]] = {}
+        self._pool_ids: dict[str, Any] = {}  # owner -> CUDA graph memory pool id
+        paddle.set_device("gpu:0" if device == "cuda" else "cpu")
+        paddle.disable_static()
+        self._host_ops = HostTensorOps(
+            is_tensor=lambda value: isinstance(value, paddle.Tensor),
+            nbytes=_nbytes,
+            copy_into=self.copy_into,
+            run=_run_no_grad,
+        )
+        self.ledger = HostMemoryLedger(_nbytes)
+
+    # --- framework / device -------------------------------------------------------
+    @property
+    def version(self) -> str:
+        return str(self._paddle.__version__)
+
+    def device_count(self) -> int:
+        if self.device != "cuda":
+            return 1  # the host, as the torch adapter counts it
+        return int(self._paddle.device.cuda.device_count())
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return str(self._paddle.device.cuda.get_device_name())
+        return "cpu (host-emulated graphs)"
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            self._paddle.device.cuda.synchronize()
+
+    def memory_stats(self) -> MemoryStats:
+        if self.device == "cuda":
+            cuda = self._paddle.device.cuda
+            return MemoryStats(int(cuda.memory_allocated()), int(cuda.memory_reserved()))
+        held = self.ledger.allocated()  # host emulation: live static graph outputs only
+        return MemoryStats(held, held)
+
+    def empty_cache(self) -> None:
+        if self.device == "cuda":
+            self._paddle.device.cuda.empty_cache()
+
+    # --- tensors ------------------------------------------------------------------
+    def address(self, tensor: Any) -> int:
+        if not tensor._is_initialized():
+            return 0
+        return int(tensor.data_ptr() or 0)
+
+    def is_released(self, tensor: Any) -> bool:
+        return not tensor._is_initialized()
+
+    def to_numpy(self, tensor: Any) -> Any:
+        return tensor.numpy()
+
+    def clone(self, tensor: Any) -> Any:
+        with self._paddle.no_grad():
+            return tensor.detach().clone()
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        with self._paddle.no_grad():
+            dst.copy_(src, False)
+
+    # --- graphs -------------------------------------------------------------------
+    def new_graph(self, label: str, owner: str = "main") -> Graph:
+        if self.device == "cuda":
+            if owner not in self._pool_ids:
+                from paddle.base.core import CUDAGraph as CoreCUDAGraph
+
+                self._pool_ids[owner] = CoreCUDAGraph.gen_new_memory_pool_id()
+            return PaddleCudaGraph(self, label, owner, self._pool_ids[owner])
+        return HostGraph(self, label, owner, self._host_ops, self.ledger)
+
+    # --- weights, the way FastDeploy's DynamicWeightManager does it ---------------------
+    def release_parameter(self, param: Any, name: str = "") -> None:
+        address = self.address(param)
+        place = param.place
+        param._clear_data()
+        self._released_at[id(param)] = (address, place)
+        self.events.emit(
+            EventKind.PARAM_RELEASED, name, id(param), buffers=(BufferRef(id(param), address, name),)
+        )
+
+    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
+        """Share a NEW buffer into ``param``. The allocator may hand back the block the
+        released weight had; then a second buffer is taken while the first is held, because a
+        restored weight at its old address would hide a stale graph instead of exposing it."""
+        paddle = self._paddle
+        if id(param) in self._released_at:
+            old, place = self._released_at.pop(id(param))
+        else:
+            old, place = self.address(param), param.place
+        new = self._new_buffer(value, param, place)
+        if self.address(new) == old:
+            held = new
+            new = self._new_buffer(value, param, place)
+            del held
+        if list(new.shape) != list(param.shape):
+            raise ValueError(f"restore {name or 'parameter'}: shape {list(new.shape)} != {list(param.shape)}")
+        with paddle.no_grad():
+            new._share_buffer_to(param)
+        address = self.address(param)
+        if address == 0 or address == old:
+            raise RuntimeError(f"restore {name or 'parameter'}: address did not change ({address:#x})")
+        self.events.emit(
+            EventKind.PARAM_RESTORED, name, id(param), buffers=(BufferRef(id(param), address, name),)
+        )
+
+    def _new_buffer(self, value: Any, like: Any, place: Any) -> Any:
+        """A fresh tensor with ``like``'s dtype on ``place`` holding ``value`` (never ``value``
+        itself: the caller may keep using it, and sharing would alias the two)."""
+        paddle = self._paddle
+        with paddle.no_grad():
+            if isinstance(value, paddle.Tensor):
+                return value.detach().astype(like.dtype)._copy_to(place, True)
+            return paddle.to_tensor(value, dtype=like.dtype, place=place)
+
+    # --- communication ------------------------------------------------------------
+    def new_group(self, name: str = "tp") -> Group:
+        group = PaddleGroup(name, "nccl" if self.device == "cuda" else "gloo")
+        self.events.emit(EventKind.GROUP_CREATED, name, id(group))
+        return group
+
+    def shutdown_group(self, group: Group) -> None:
+        if not isinstance(group, PaddleGroup):
+            raise TypeError(f"not a Paddle group: {type(group).__name__}")
+        if not group.alive:
+            return
+        group.shutdown()
+        self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
+
+
+def _cuda_available(paddle: Any) -> bool:
+    return bool(paddle.is_compiled_with_cuda()) and int(paddle.device.cuda.device_count()) > 0
+
+
+def create(device: str = "auto") -> PaddleRuntime:
+    """Build the Paddle adapter. ``auto`` picks CUDA when Paddle sees a GPU, else CPU."""
+    if device not in DEVICES:
+        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(DEVICES)}")
+    if device in ("auto", "cuda"):
+        # Before `import paddle`, so the allocator is built with it (see module docstring).
+        ensure_async_allocator_flag()
+    import paddle
+
+    if device == "auto":
+        device = "cuda" if _cuda_available(paddle) else "cpu"
+    elif device == "cuda" and not _cuda_available(paddle):
+        build = "CUDA build" if paddle.is_compiled_with_cuda() else "CPU-only build"
+        raise UsageError(
+            f"device 'cuda' requested but paddle {paddle.__version__} ({build}) sees no GPU",
+            "install paddlepaddle-gpu on a CUDA host, or use --fd-device cpu",
+        )
+    return PaddleRuntime(device)

@@ -1,0 +1,298 @@
+"""PyTorch runtime adapter: real CUDA graphs on a GPU, the host emulation on CPU.
+
+Imported only through ``get_runtime("torch", ...)``; torch itself is imported here, never
+above ``fd_conformance/runtime/``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import os
+import tempfile
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from fd_conformance.errors import UsageError
+from fd_conformance.runtime.base import (
+    EventBus,
+    EventKind,
+    Graph,
+    Group,
+    MemoryStats,
+    RecordedGraph,
+    Runtime,
+)
+from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, HostTensorOps
+
+GROUP_TIMEOUT = datetime.timedelta(seconds=60)  # a one-rank group that takes longer is broken
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _run_no_grad(fn: Callable[[], Any]) -> Any:
+    # A real capture of a forward never records autograd history; neither does the emulation.
+    with torch.no_grad():
+        return fn()
+
+
+class TorchCudaGraph(RecordedGraph):
+    """A ``torch.cuda.CUDAGraph`` on its own private memory pool.
+
+    A private pool per graph means ``reset()`` plus dropping the outputs gives the whole pool back
+    to the caching allocator, so "memory returns to the baseline after clear" is measurable.
+    """
+
+    def __init__(self, runtime: TorchRuntime, label: str, owner: str) -> None:
+        super().__init__(runtime, label, owner)
+        self._torch_runtime = runtime
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._pool: Any = None
+        self._outputs: Any = None
+
+    def _capture(self, fn: Callable[[], Any]) -> Any:
+        self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        # torch.cuda.graph syncs, collects and captures on a side stream; warm-up runs (lazy
+        # cuBLAS/NCCL init) are the caller's job, as in FastDeploy's backend.
+        with torch.no_grad(), torch.cuda.graph(graph, pool=self._pool):
+            outputs = fn()
+        self._graph, self._outputs = graph, outputs
+        self._torch_runtime._cuda_graphs.add(self)
+        return outputs
+
+    def _replay(self) -> None:
+        assert self._graph is not None  # alive implies captured
+        self._graph.replay()
+
+    def _reset(self) -> None:
+        if self._graph is not None:
+            torch.cuda.synchronize()  # a replay still in flight must not lose its memory
+            self._graph.reset()
+            self._torch_runtime._cuda_graphs.discard(self)
+        self._graph, self._pool, self._outputs = None, None, None
+
+
+class TorchGroup(Group):
+    """A one-process group made with ``dist.new_group`` on top of the default process group."""
+
+    def __init__(self, name: str, handle: Any, backend: str) -> None:
+        self.name = name
+        self.handle = handle
+        self.backend = backend
+        self._alive = True
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def all_reduce(self, tensor: Any) -> None:
+        if not self._alive:
+            raise RuntimeError(f"group {self.name!r} is shut down; create a new one")
+        dist.all_reduce(tensor, group=self.handle)
+
+
+class TorchRuntime(Runtime):
+    """``torch`` on ``cuda`` (real CUDA graphs, NCCL) or ``cpu`` (host graphs, gloo)."""
+
+    name = "torch"
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.events = EventBus()
+        self.torch_device = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+        self._host_ops = HostTensorOps(
+            is_tensor=lambda value: isinstance(value, torch.Tensor),
+            nbytes=_nbytes,
+            copy_into=self.copy_into,
+            run=_run_no_grad,
+        )
+        self.ledger = HostMemoryLedger(_nbytes)
+        # Captured CUDA graphs not yet reset; weak, because dropping a graph destroys it.
+        self._cuda_graphs: weakref.WeakSet[TorchCudaGraph] = weakref.WeakSet()
+        self._groups: list[TorchGroup] = []
+        self._owns_default_group = False
+        self._store_dir: str | None = None
+        self._store_ids = itertools.count()
+        self._released_at: dict[int, int] = {}  # id(param) -> address it had before release
+
+    # --- framework / device ---------------------------------------------------------
+    @property
+    def version(self) -> str:
+        return str(torch.__version__)
+
+    def device_count(self) -> int:
+        return torch.cuda.device_count() if self.device == "cuda" else 1
+
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return str(torch.cuda.get_device_name(self.torch_device))
+        return "cpu (host-emulated graphs)"
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def memory_stats(self) -> MemoryStats:
+        if self.device == "cuda":
+            return MemoryStats(torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
+        held = self.ledger.allocated()
+        return MemoryStats(held, held)
+
+    def empty_cache(self) -> None:
+        if self.device != "cuda":
+            return
+        torch.cuda.synchronize()
+        # cuBLAS keeps one workspace per (handle, stream), allocated through the caching allocator
+        # on first use. The first matmul captured on torch.cuda.graph's capture stream allocates it
+        # INSIDE that graph's private pool, and graph.reset() does not free it: on the H200 ~32 MiB
+        # stayed allocated after resetting a tiny GLM4-MoE graph, pinning the pool. Clearing the
+        # workspaces frees it. Only when no graph is alive: the capture stream (and so its
+        # workspace) is shared by every capture, and a live graph replays against that pointer.
+        if not self._cuda_graphs:
+            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear is not None:
+                clear()
+        torch.cuda.empty_cache()
+
+    # --- tensors ----------------------------------------------------------------------
+    def address(self, tensor: Any) -> int:
+        if self.is_released(tensor):
+            return 0
+        return int(tensor.data_ptr())
+
+    def is_released(self, tensor: Any) -> bool:
+        # Released the RL way: storage resized to 0 bytes while the tensor keeps its shape.
+        return tensor.numel() > 0 and tensor.untyped_storage().nbytes() == 0
+
+    def to_numpy(self, tensor: Any) -> Any:
+        value = tensor.detach()
+        if value.dtype in (torch.bfloat16, torch.float16):
+            value = value.float()  # numpy has no bfloat16; float32 holds both exactly
+        return value.cpu().numpy()
+
+    def clone(self, tensor: Any) -> Any:
+        return tensor.detach().clone(memory_format=torch.contiguous_format)
+
+    def copy_into(self, dst: Any, src: Any) -> None:
+        with torch.no_grad():
+            dst.copy_(src)
+
+    # --- graphs -------------------------------------------------------------------------
+    def new_graph(self, label: str, owner: str = "main") -> Graph:
+        if self.device == "cuda":
+            return TorchCudaGraph(self, label, owner)
+        return HostGraph(self, label, owner, self._host_ops, self.ledger)
+
+    # --- weights --------------------------------------------------------------------------
+    def release_parameter(self, param: Any, name: str = "") -> None:
+        if self.is_released(param):
+            return  # releasing twice is a no-op, like Paddle's _clear_data on a cleared tensor
+        ref = self.buffer_ref(param, name)
+        self._released_at[id(param)] = ref.address
+        # In place, as FSDP and RL weight managers do: the Parameter object (and every module
+        # attribute pointing at it) survives; only its bytes go.
+        param.untyped_storage().resize_(0)
+        self.events.emit(EventKind.PARAM_RELEASED, name, id(param), buffers=(ref,))
+
+    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
+        if tuple(value.shape) != tuple(param.shape):
+            raise UsageError(
+                f"restore of parameter {name or '<unnamed>'}: value shape {tuple(value.shape)} "
+                f"!= parameter shape {tuple(param.shape)}",
+                "load a weight set built for this model config",
+            )
+        old = self._released_at.pop(id(param), None)
+        if old is None and not self.is_released(param):
+            old = self.address(param)
+        fresh = self._new_storage(value, param, avoid=old)
+        with torch.no_grad():
+            param.data = fresh  # same Parameter object, NEW storage
+        self.events.emit(EventKind.PARAM_RESTORED, name, id(param), buffers=(self.buffer_ref(param, name),))
+
+    def _new_storage(self, value: Any, like: Any, avoid: int | None) -> Any:
+        """A copy of ``value`` at an address other than ``avoid``.
+
+        Real reloads land at new addresses (that is what makes stale graphs wrong); an allocator
+        may hand the just-freed block straight back, which would hide a stale graph by luck. We
+        keep the unlucky block alive while allocating another, so the change is deterministic.
+        """
+        fresh = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        if avoid is not None and fresh.data_ptr() == avoid:
+            unlucky = fresh
+            fresh = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+            del unlucky
+        with torch.no_grad():
+            fresh.copy_(value)
+        return fresh
+
+    # --- communication ------------------------------------------------------------------------
+    def _backend(self) -> str:
+        return "nccl" if self.device == "cuda" else "gloo"
+
+    def _ensure_default_group(self) -> None:
+        if dist.is_initialized():
+            return  # someone else (a launcher, a test) owns it; we only add subgroups
+        if self._store_dir is None:
+            self._store_dir = tempfile.mkdtemp(prefix="fdc-torch-store-")
+        # A fresh FileStore file per init: a store file reused after destroy_process_group can
+        # carry keys from the previous incarnation and confuse the rendezvous.
+        store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
+        kwargs: dict[str, Any] = {}
+        if self.device == "cuda":
+            kwargs["device_id"] = self.torch_device  # eager NCCL init: no lazy init during capture
+        dist.init_process_group(
+            self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs
+        )
+        self._owns_default_group = True
+
+    def new_group(self, name: str = "tp") -> Group:
+        self._ensure_default_group()
+        handle = dist.new_group(ranks=[0], backend=self._backend(), timeout=GROUP_TIMEOUT)
+        group = TorchGroup(name, handle, self._backend())
+        if self.device == "cuda":
+            # Communicators initialise lazily on first use; that must not happen inside a capture.
+            warm = torch.zeros(1, device=self.torch_device)
+            group.all_reduce(warm)
+            torch.cuda.synchronize()
+        self._groups.append(group)
+        self.events.emit(EventKind.GROUP_CREATED, name, id(group))
+        return group
+
+    def shutdown_group(self, group: Group) -> None:
+        if not isinstance(group, TorchGroup):
+            raise UsageError(
+                f"shutdown_group got {type(group).__name__}", "pass a group made by this runtime's new_group()"
+            )
+        if not group.alive:
+            return  # shutting down twice is a no-op, as engines call it defensively
+        # The event goes out first: the recorder must see the shutdown even if destroy hangs
+        # (NCCL destroy waits on graphs that captured the communicator).
+        self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
+        group._alive = False
+        self._groups.remove(group)
+        dist.destroy_process_group(group.handle)
+        if not self._groups and self._owns_default_group:
+            # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
+            dist.destroy_process_group()
+            self._owns_default_group = False
+
+
+def create(device: str) -> Runtime:
+    """Build the adapter; ``device`` is "auto" (CUDA when torch sees one), "cuda" or "cpu"."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            f"device 'cuda' requested but torch {torch.__version__} sees no CUDA device",
+            "run on a GPU host with a CUDA build of torch, or use device 'cpu' (host-emulated graphs)",
+        )
+    if device not in ("cuda", "cpu"):
+        raise UsageError(f"unknown device {device!r}", "use one of auto, cuda, cpu")
+    return TorchRuntime(device)

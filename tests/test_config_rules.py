@@ -1,0 +1,241 @@
+"""Graph-opt config rules (C6): each rule has a bad config it fires on and a near-twin it passes;
+the property helper passes the reference post-processor and catches each mutant with its code."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fd_conformance.config_rules import (
+    FIELD_PATHS,
+    RULES,
+    InvariantViolation,
+    RawGraphOptConfig,
+    assert_postprocessor_preserves_invariants,
+    check_config,
+    read_field,
+)
+from fd_conformance.errors import UsageError
+from fd_conformance.findings import RULES as REGISTERED
+from fd_reference_models.config import (
+    MUTANTS,
+    CacheConfig,
+    FDConfig,
+    GraphOptConfig,
+    LoadConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    postprocess,
+    postprocess_forcing_prefill_graphs,
+)
+
+# Property runs are deterministic (derandomized); fewer examples keep each test ~1-3 s on 2 cores.
+EXAMPLES = 150
+
+
+def fd(
+    *,
+    use_cudagraph: bool = True,
+    only_prefill: bool = False,
+    sizes: list[Any] | None = None,
+    prefill_sizes: list[Any] | None = None,
+    level: int = 0,
+    cpu_blocks: int | None = 0,
+    role: str = "mixed",
+    method: str | None = None,
+    spec_tokens: int = 1,
+    rl: bool = False,
+    tp: int = 1,
+    sp_moe: bool = False,
+) -> FDConfig:
+    """An already post-processed config, written out: the rules judge exactly these values."""
+    return FDConfig(
+        GraphOptConfig(use_cudagraph, only_prefill, [8, 4, 2, 1] if sizes is None else sizes,
+                       [8, 4, 2, 1] if prefill_sizes is None else prefill_sizes, level),
+        CacheConfig(cpu_blocks),  # type: ignore[arg-type]  # FastDeploy's None means 0
+        SchedulerConfig(role, 8),
+        SpeculativeConfig(method, spec_tokens),
+        LoadConfig(rl),
+        ParallelConfig(tp, sp_moe),
+    )
+
+
+@functools.cache
+def mutant_violation(name: str) -> InvariantViolation:
+    """Shrinking dominates the cost: find each mutant's minimal failure once per session."""
+    mutant, _ = MUTANTS[name]
+    with pytest.raises(InvariantViolation) as err:
+        assert_postprocessor_preserves_invariants(mutant, FDConfig.from_raw, max_examples=EXAMPLES)
+    return err.value
+
+
+def codes(cfg: object) -> list[str]:
+    return [f.code for f in check_config(cfg)]
+
+
+def test_every_rule_code_is_registered_as_a_config_finding() -> None:
+    for code in RULES:
+        assert REGISTERED[code].where == "config"
+
+
+def test_sound_config_has_no_findings() -> None:
+    assert codes(fd()) == []
+    assert codes(postprocess(FDConfig.from_raw(RawGraphOptConfig()))) == []
+
+
+# --------------------------------------------------------------------------- FDC401
+def test_prefill_graphs_with_cpu_cache_is_fdc401() -> None:
+    bad = check_config(fd(only_prefill=True, cpu_blocks=64, role="prefill"), where="prefill node")
+    assert [f.code for f in bad] == ["FDC401"]
+    assert "num_cpu_blocks=64" in bad[0].message and "LAST" in bad[0].hint
+    assert bad[0].location.obj == "prefill node"
+    assert codes(fd(only_prefill=True, cpu_blocks=64, role="mixed")) == ["FDC401"]
+
+
+@pytest.mark.parametrize(
+    "good",
+    [
+        dict(only_prefill=True, cpu_blocks=0),  # no CPU cache
+        dict(only_prefill=True, cpu_blocks=None),  # FastDeploy's unset value means no CPU cache
+        dict(only_prefill=False, cpu_blocks=64),  # decode graphs only
+        dict(use_cudagraph=False, only_prefill=True, cpu_blocks=64),  # graphs off
+    ],
+)
+def test_fdc401_near_twins_pass(good: dict[str, Any]) -> None:
+    assert codes(fd(**good)) == []
+
+
+# --------------------------------------------------------------------------- FDC402
+@pytest.mark.parametrize(
+    ("sizes", "problem"),
+    [
+        ([1, 2, 4], "descending"),
+        ([4, 4, 1], "duplicates"),
+        ([4, 0], "non-positive"),
+        ([4, 2.5], "non-integer"),
+        ([], "empty while its graphs are on"),
+    ],
+)
+def test_malformed_capture_sizes_are_fdc402(sizes: list[Any], problem: str) -> None:
+    bad = check_config(fd(sizes=sizes))
+    assert [f.code for f in bad] == ["FDC402"]
+    assert problem in bad[0].message and "cudagraph_capture_sizes=" in bad[0].message
+
+
+def test_fdc402_checks_prefill_sizes_and_passes_good_lists() -> None:
+    assert codes(fd(prefill_sizes=[1, 8])) == ["FDC402"]
+    assert codes(fd(sizes=[512, 16, 1])) == []
+    assert codes(fd(use_cudagraph=False, sizes=[])) == []  # empty is fine while graphs are off
+
+
+# --------------------------------------------------------------------------- FDC403
+def test_mtp_sizes_not_multiple_of_step_are_fdc403() -> None:
+    bad = check_config(fd(method="mtp", spec_tokens=2, sizes=[12, 6, 4]))
+    assert [f.code for f in bad] == ["FDC403"]
+    assert "[4]" in bad[0].message and "multiples of 3" in bad[0].message
+
+
+def test_fdc403_near_twins_pass() -> None:
+    assert codes(fd(method="mtp", spec_tokens=2, sizes=[12, 6, 3])) == []
+    assert codes(fd(method=None, sizes=[3])) == []
+    assert codes(fd(method="mtp", spec_tokens=2, sizes=[4], only_prefill=True)) == []  # decode graphs off
+
+
+# --------------------------------------------------------------------------- FDC404
+def test_static_graph_under_rl_is_fdc404() -> None:
+    assert codes(fd(level=1, rl=True)) == ["FDC404"]
+    assert codes(fd(level=0, rl=True)) == []
+    assert codes(fd(level=2, rl=False)) == []
+
+
+# --------------------------------------------------------------------------- FDC405
+def test_sizes_not_divisible_by_tp_under_sp_moe_is_fdc405() -> None:
+    bad = check_config(fd(sp_moe=True, tp=4, sizes=[8, 6]))
+    assert [f.code for f in bad] == ["FDC405"]
+    assert "[6]" in bad[0].message
+    assert codes(fd(sp_moe=True, tp=4, sizes=[8, 4])) == []
+    assert codes(fd(sp_moe=False, tp=4, sizes=[8, 6])) == []
+    assert codes(fd(sp_moe=True, tp=4, sizes=[8, 6], use_cudagraph=False)) == []
+
+
+# --------------------------------------------------------------------------- duck typing
+def test_flat_graph_opt_object_and_real_paths_both_read() -> None:
+    flat = SimpleNamespace(use_cudagraph=True, cudagraph_only_prefill=True, num_cpu_blocks=3,
+                           cudagraph_capture_sizes=[2, 1])
+    assert codes(flat) == ["FDC401"]
+    nested = RawGraphOptConfig(cudagraph_only_prefill=True, num_cpu_blocks=3).to_namespace()
+    assert read_field(nested, "num_cpu_blocks") == 3
+    assert all(paths[0].count(".") == 1 for paths in FIELD_PATHS.values())  # FDConfig nesting first
+
+
+def test_object_that_is_not_a_config_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="graph_opt_config.use_cudagraph") as err:
+        check_config(object())
+    assert "\n" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- property helper
+def test_reference_postprocessor_preserves_every_invariant() -> None:
+    assert_postprocessor_preserves_invariants(postprocess, FDConfig.from_raw, max_examples=EXAMPLES)
+
+
+def test_forcing_prefill_graphs_mutant_fails_fdc401_with_minimal_example() -> None:
+    violation = mutant_violation("forcing_prefill_graphs")
+    assert MUTANTS["forcing_prefill_graphs"][0] is postprocess_forcing_prefill_graphs
+    assert [f.code for f in violation.findings] == ["FDC401"]
+    assert violation.raw.splitwise_role == "prefill" and violation.raw.num_cpu_blocks == 1  # shrunk
+    assert "splitwise_role='prefill', num_cpu_blocks=1" in str(violation)
+    assert "postprocess_forcing_prefill_graphs" in str(violation)
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_mutant_postprocessor_fails_with_its_own_code(name: str) -> None:
+    violation = mutant_violation(name)
+    assert {f.code for f in violation.findings} == {MUTANTS[name][1]}
+    # And the reference passes every rule on the very config that broke the mutant.
+    assert check_config(postprocess(FDConfig.from_raw(violation.raw))) == []
+
+
+def test_default_build_and_in_place_postprocessor_returning_none() -> None:
+    def in_place(cfg: SimpleNamespace) -> None:  # adjusts the FDConfig-shaped namespace, returns None
+        g = cfg.graph_opt_config
+        if cfg.load_config.dynamic_load_weight:
+            g.graph_opt_level = 0
+        g.use_cudagraph = False  # graphs off: only the RL rule and size shapes can still fail
+        g.cudagraph_capture_sizes = sorted(set(g.cudagraph_capture_sizes or [1]), reverse=True)
+
+    assert_postprocessor_preserves_invariants(in_place, max_examples=EXAMPLES)
+    with pytest.raises(InvariantViolation, match="FDC404"):
+        assert_postprocessor_preserves_invariants(lambda cfg: None, max_examples=EXAMPLES)
+
+
+def test_codes_filter_and_crashing_postprocessor() -> None:
+    # Restricted to another rule, the FDC401 mutant is (correctly) not reported.
+    assert_postprocessor_preserves_invariants(postprocess_forcing_prefill_graphs, FDConfig.from_raw,
+                                              codes={"FDC402"}, max_examples=EXAMPLES)
+
+    def crashes_on_mtp(cfg: FDConfig) -> FDConfig:
+        if cfg.speculative_config.method == "mtp":
+            raise ValueError("mtp unsupported")
+        return postprocess(cfg)
+
+    with pytest.raises(InvariantViolation, match="raised ValueError: mtp unsupported") as err:
+        assert_postprocessor_preserves_invariants(crashes_on_mtp, FDConfig.from_raw, max_examples=EXAMPLES)
+    assert err.value.raw.speculative_method == "mtp" and isinstance(err.value.error, ValueError)
+    with pytest.raises(UsageError, match="FDC999"):
+        assert_postprocessor_preserves_invariants(postprocess, codes={"FDC999"})
+
+
+def test_kit_modules_import_no_framework_models_or_hypothesis() -> None:
+    code = (
+        "import sys, fd_conformance.config_rules, fd_conformance.protocol; "
+        "bad = [m for m in ('fd_reference_models', 'hypothesis', 'torch', 'paddle') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -1,0 +1,236 @@
+"""The PyTorch runtime adapter: real tensors, real gloo groups on CPU; real CUDA graphs and NCCL
+in the ``gpu``-marked tests (run on a CUDA host with ``pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from fd_conformance.errors import UsageError
+from fd_conformance.runtime import get_runtime
+from fd_conformance.runtime.base import EventKind, RuntimeEvent
+from fd_conformance.runtime.torch import TorchRuntime, create
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def rt() -> TorchRuntime:
+    runtime = get_runtime("torch", "cpu")
+    assert isinstance(runtime, TorchRuntime)
+    return runtime
+
+
+@pytest.fixture
+def events(rt: TorchRuntime) -> Iterator[list[RuntimeEvent]]:
+    seen: list[RuntimeEvent] = []
+    unsubscribe = rt.events.subscribe(seen.append)
+    yield seen
+    unsubscribe()
+
+
+def test_cpu_runtime_describes_itself(rt: TorchRuntime) -> None:
+    assert (rt.name, rt.device, rt.version) == ("torch", "cpu", torch.__version__)
+    assert rt.device_count() == 1 and "host-emulated" in rt.device_name()
+    assert rt.graphs_are_real is False and rt.graph_mode == "host-emulated"
+    rt.synchronize()
+    rt.empty_cache()
+    assert rt.memory_stats().allocated == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+def test_cuda_without_a_gpu_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="sees no CUDA device; fix: "):
+        create("cuda")
+
+
+def test_unknown_device_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown device 'tpu'"):
+        create("tpu")
+    with pytest.raises(UsageError, match="unknown device"):
+        get_runtime("torch", "tpu")
+
+
+def test_tensor_helpers(rt: TorchRuntime) -> None:
+    t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    copy = rt.clone(t)
+    assert rt.address(copy) != rt.address(t)
+    assert rt.to_numpy(t).tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    rt.copy_into(copy, torch.ones(2, 3))
+    assert rt.to_numpy(copy).sum() == 6.0
+    p = torch.nn.Parameter(torch.ones(2))
+    rt.copy_into(p, torch.zeros(2))  # in-place into a leaf that requires grad: allowed under no_grad
+    assert p.sum().item() == 0.0
+
+
+def test_release_frees_storage_in_place(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
+    lin = torch.nn.Linear(4, 4)
+    weight = lin.weight
+    address = rt.address(weight)
+    rt.release_parameter(weight, "weight")
+    assert lin.weight is weight  # identity kept: modules still point at it
+    assert rt.is_released(weight) and rt.address(weight) == 0
+    assert weight.untyped_storage().nbytes() == 0 and weight.shape == (4, 4)
+    rt.release_parameter(weight, "weight")  # twice: no-op, no second event
+    [event] = events
+    assert (event.kind, event.subject, event.subject_id) == (EventKind.PARAM_RELEASED, "weight", id(weight))
+    assert event.buffers[0].address == address and event.buffers[0].obj_id == id(weight)
+
+
+def test_restore_puts_value_at_a_new_address_every_cycle(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
+    lin = torch.nn.Linear(16, 16)
+    weight = lin.weight
+    for cycle in range(20):
+        before = rt.address(weight)
+        rt.release_parameter(weight, "w")
+        value = torch.full((16, 16), float(cycle))
+        rt.restore_parameter(weight, value, "w")
+        assert lin.weight is weight and isinstance(weight, torch.nn.Parameter)
+        assert rt.address(weight) not in (0, before), f"cycle {cycle}: restore reused the old address"
+        torch.testing.assert_close(weight.detach(), value)
+        assert rt.address(weight) != rt.address(value)  # a copy, not the caller's tensor
+    restored = [e for e in events if e.kind is EventKind.PARAM_RESTORED]
+    assert len(restored) == 20 and restored[-1].buffers[0].address == rt.address(weight)
+
+
+def test_restore_with_wrong_shape_is_a_usage_error(rt: TorchRuntime) -> None:
+    weight = torch.nn.Parameter(torch.ones(4, 4))
+    rt.release_parameter(weight, "w")
+    with pytest.raises(UsageError, match=r"value shape \(3, 4\) != parameter shape \(4, 4\)"):
+        rt.restore_parameter(weight, torch.ones(3, 4), "w")
+
+
+def test_group_create_shutdown_recreate(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
+    owns_world = not dist.is_initialized()  # another test may have left a world group behind
+    tp, ep = rt.new_group("tp"), rt.new_group("ep")
+    t = torch.ones(3)
+    tp.all_reduce(t)
+    ep.all_reduce(t)
+    torch.testing.assert_close(t, torch.ones(3))  # one rank: sum == value
+    rt.shutdown_group(tp)
+    assert not tp.alive and ep.alive and dist.is_initialized()
+    with pytest.raises(RuntimeError, match="shut down"):
+        tp.all_reduce(t)
+    rt.shutdown_group(ep)
+    rt.shutdown_group(ep)  # twice: no-op
+    assert dist.is_initialized() is not owns_world  # last group gone: a world we made is torn down
+    again = rt.new_group("tp")  # update_parameters restarts groups
+    again.all_reduce(t)
+    rt.shutdown_group(again)
+    kinds = [(e.kind, e.subject) for e in events]
+    assert kinds == [
+        (EventKind.GROUP_CREATED, "tp"),
+        (EventKind.GROUP_CREATED, "ep"),
+        (EventKind.GROUP_SHUTDOWN, "tp"),
+        (EventKind.GROUP_SHUTDOWN, "ep"),
+        (EventKind.GROUP_CREATED, "tp"),
+        (EventKind.GROUP_SHUTDOWN, "tp"),
+    ]
+
+
+def test_mark_event(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
+    rt.events.mark("clear_graph_opt_backend:begin", owner="draft")
+    rt.events.emit(EventKind.MARK, "clear_graph_opt_backend:end")
+    assert [(e.kind, e.subject, e.owner) for e in events] == [
+        (EventKind.MARK, "clear_graph_opt_backend:begin", "draft"),
+        (EventKind.MARK, "clear_graph_opt_backend:end", ""),
+    ]
+    assert events[0].seq < events[1].seq
+
+
+# --- GPU: real CUDA graphs (run on a CUDA host) -----------------------------------------------
+
+
+def _cuda_mlp() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).cuda()
+    return mlp, torch.randn(8, 64, device="cuda")
+
+
+def _warm_up(fn: object, steps: int = 3) -> None:
+    # Side-stream warm-up, as torch's CUDA-graph docs prescribe: lazy cuBLAS init happens here.
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.no_grad():
+        for _ in range(steps):
+            fn()  # type: ignore[operator]
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_replay_equals_eager() -> None:
+    rt = create("cuda")
+    assert rt.graphs_are_real and rt.graph_mode == "cuda-graph"
+    mlp, x = _cuda_mlp()
+    _warm_up(lambda: mlp(x))
+    graph = rt.new_graph("decode-8")
+    out = graph.capture(lambda: mlp(x), buffers=dict(mlp.named_parameters()))
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x.copy_(torch.randn(8, 64, device="cuda"))
+        graph.replay()
+        rt.synchronize()
+        with torch.no_grad():
+            torch.testing.assert_close(out, mlp(x), rtol=1e-4, atol=1e-4)
+    graph.reset()
+
+
+@pytest.mark.gpu
+def test_gpu_reset_returns_graph_memory_to_post_warm_up_baseline() -> None:
+    rt = create("cuda")
+    mlp, x = _cuda_mlp()
+    _warm_up(lambda: mlp(x))
+    gc.collect()
+    rt.empty_cache()  # drops the eager cuBLAS workspace too, so the baseline is workspace-free
+    baseline = rt.memory_stats()
+    graphs, outputs = [], []
+    for size in (8, 4, 2):  # several graphs, descending, as an engine captures them
+        xs = x[:size]
+        graph = rt.new_graph(f"decode-{size}")
+        outputs.append(graph.capture(lambda xs=xs: mlp(xs)))
+        graphs.append(graph)
+    captured = rt.memory_stats()
+    for graph in graphs:
+        graph.reset()
+    del graphs, outputs
+    gc.collect()
+    rt.empty_cache()
+    after = rt.memory_stats()
+    print(
+        f"\nallocated: baseline={baseline.allocated} captured={captured.allocated} after={after.allocated} "
+        f"(delta {after.allocated - baseline.allocated} B); reserved: baseline={baseline.reserved} "
+        f"captured={captured.reserved} after={after.reserved}"
+    )
+    assert captured.allocated > baseline.allocated  # the graphs did hold memory
+    assert abs(after.allocated - baseline.allocated) <= 1 * MIB
+
+
+@pytest.mark.gpu
+def test_gpu_nccl_all_reduce_captured_in_a_graph_replays() -> None:
+    rt = create("cuda")
+    group = rt.new_group("tp")
+    try:
+        x = torch.ones(1024, device="cuda")
+
+        def step() -> torch.Tensor:
+            y = x * 2
+            group.all_reduce(y)
+            return y
+
+        _warm_up(step)
+        graph = rt.new_graph("allreduce")
+        out = graph.capture(step, groups=[group])
+        x.fill_(5.0)
+        graph.replay()
+        rt.synchronize()
+        torch.testing.assert_close(out, torch.full((1024,), 10.0, device="cuda"))  # one rank: sum == value
+        graph.reset()  # before shutdown: NCCL destroy waits on graphs that captured the communicator
+    finally:
+        rt.shutdown_group(group)
+    again = rt.new_group("tp")
+    rt.shutdown_group(again)
