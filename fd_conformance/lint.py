@@ -1,0 +1,562 @@
+"""Static linter: graph-lifecycle defects found in model source trees without importing them.
+
+Why static: FastDeploy's model and runner modules import paddle and custom CUDA ops at import
+time, so a CI job without a GPU cannot even import them; yet the three defects this kit exists
+for (a wrapper with no clear method, draft graphs destroyed after the weights they captured,
+draft clearing gated by the main model's flag) are all visible in the source. Each file is
+parsed once with :mod:`ast`; one recursive pass collects everything the rules need.
+
+Rules: FDC001 wrapper without a clear method, FDC002 legacy spelling, FDC004 near-miss
+spelling, FDC101 release before graph clear, FDC102 draft clear under the main flag only,
+FDC100 file could not be parsed. See :mod:`fd_conformance.lint_config` for the names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import bisect
+import dataclasses
+import fnmatch
+import functools
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fd_conformance.errors import EXIT_OK, EXIT_VIOLATIONS, UsageError
+from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.lint_config import CANONICAL, LEGACY, LintConfig, load_config
+
+FORMAT_HELP = "output format: text (path:line:col: CODE message), json, sarif (2.1.0), github (workflow annotations)"
+CONFIG_HELP = "TOML file with lint settings (default: [tool.fd-conformance.lint] of the nearest pyproject.toml)"
+FIX_HELP = "rewrite legacy clear_grpah_opt_backend definitions and calls to the canonical name, keeping an alias"
+OUTPUT_HELP = "write the report to FILE instead of stdout (e.g. a .sarif file for upload)"
+
+FORMATS = ("text", "json", "sarif", "github")
+SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
+# Only "# noqa: FDCxxx" suppresses: a bare "# noqa" is usually aimed at another linter, and these
+# rules guard against hangs and leaks, so silencing them must be deliberate and named.
+_NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>FDC\d{3}(?:\s*,\s*FDC\d{3})*)", re.IGNORECASE)
+_ABSTRACT_BASES = frozenset({"ABC", "Protocol"})
+# Expressions and simple statements cannot hold a class or def, so when none of their lines is
+# "hot" (see _hot_lines) the walk may skip them whole; compound statements are always entered.
+_GATED = (ast.expr, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise,
+          ast.Assert, ast.Delete, ast.Import, ast.ImportFrom)
+
+
+# --------------------------------------------------------------------------- scan results
+@dataclass
+class ClassInfo:
+    """What FDC001 needs about one class: its names, bases, and whether it provides clearing."""
+
+    name: str
+    path: str
+    line: int
+    col: int
+    bases: tuple[str, ...]
+    registered: bool
+    provides_clear: bool  # defines either spelling (def or alias) or carries a graph-opt decorator
+    abstract: bool
+
+
+@dataclass
+class FileScan:
+    """Per-file output of the single AST pass."""
+
+    path: str
+    classes: list[ClassInfo] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    defines_clear: bool = False  # a def of either spelling: lets --fix know calls can be renamed
+    noqa: dict[int, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass
+class LintResult:
+    """All findings of one run, sorted by location, and how many files were read."""
+
+    findings: list[Finding]
+    files_scanned: int
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_VIOLATIONS if any(f.is_error for f in self.findings) else EXIT_OK
+
+
+@dataclass(frozen=True)
+class _Call:
+    kind: str  # "release" | "clear"
+    name: str
+    line: int
+    col: int
+    branches: tuple[tuple[int, int], ...]  # (id(If node), 0 body / 1 orelse): exclusive paths
+
+
+# --------------------------------------------------------------------------- helpers
+@functools.lru_cache(maxsize=65536)
+def near_miss(name: str) -> str | None:
+    """The clear spelling ``name`` is a typo of (edit distance 1..2), or None. Cached: names repeat."""
+    if abs(len(name) - len(CANONICAL)) > 2 or name in (CANONICAL, LEGACY):
+        return None
+    for target in (CANONICAL, LEGACY):
+        if _within_two(name, target):
+            return target
+    return None
+
+
+def _within_two(a: str, b: str) -> bool:
+    """Levenshtein(a, b) <= 2, row by row with an early exit once every cell exceeds 2."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        if min(cur) > 2:
+            return False
+        prev = cur
+    return prev[-1] <= 2
+
+
+def _dotted_tail(node: ast.expr) -> str | None:
+    """Last name of ``a.b.c`` / ``c`` / ``c(...)`` / ``c[...]``: how decorators and bases are matched."""
+    while isinstance(node, (ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _receiver_names(node: ast.expr) -> Iterator[str]:
+    """Every name along a receiver chain: ``self.proposer.model`` -> model, proposer, self."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            yield node.attr
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Name):
+            yield node.id
+            return
+        else:
+            return
+
+
+def _names_in(test: ast.expr) -> frozenset[str]:
+    """Names and attribute names a condition mentions (the flags it tests)."""
+    return frozenset(
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))
+    )
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+# Two edits leave at least one of three pieces of a spelling intact (pigeonhole), so a line that
+# contains none of these pieces cannot hold the legacy spelling or a near-miss of either one.
+_SPELLING_PIECES = ("clear_g", "raph_opt", "rpah_opt", "_backend")
+
+
+def _hot_lines(source: str, names: frozenset[str]) -> list[int]:
+    """Sorted line numbers where a rule could fire, found with ``str.find`` (C speed) so the AST
+    walk can skip every expression on other lines: this is what keeps the linter above 500 files/s.
+    Substring hits are a superset of the real names, which only makes a few more lines "hot"."""
+    positions: list[int] = []
+    for needle in (*_SPELLING_PIECES, *names):
+        pos = source.find(needle)
+        while pos != -1:
+            positions.append(pos)
+            pos = source.find(needle, pos + 1)
+    positions.sort()
+    lines: list[int] = []
+    line, prev = 1, 0
+    for pos in positions:  # ascending: count the newlines in between
+        line += source.count("\n", prev, pos)
+        prev = pos
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def _noqa_map(source: str) -> dict[int, frozenset[str]]:
+    result: dict[int, frozenset[str]] = {}
+    if "noqa" not in source and "NOQA" not in source:
+        return result
+    for lineno, line in enumerate(source.splitlines(), 1):
+        m = _NOQA.search(line)
+        if m:
+            result[lineno] = frozenset(c.strip().upper() for c in m.group("codes").split(","))
+    return result
+
+
+# --------------------------------------------------------------------------- the one pass
+class _Scanner:
+    """Recursive walk with the context the rules need: enclosing class, function calls, if-guards."""
+
+    def __init__(self, path: str, lines: list[str], config: LintConfig) -> None:
+        self.path = path
+        self.lines = lines
+        self.cfg = config
+        self.release = frozenset(config.release_calls)
+        self.clear = config.all_graph_clear_calls
+        self.scan = FileScan(path)
+        self.hot: list[int] = []
+
+    # -- findings
+    def _loc(self, line: int, col_offset: int, obj: str | None = None) -> Location:
+        # ast columns are UTF-8 byte offsets; reports (and SARIF) want 1-based characters.
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        col = len(text.encode("utf-8")[:col_offset].decode("utf-8", "replace")) + 1
+        return Location(path=self.path, line=line, col=col, obj=obj)
+
+    def _add(self, code: str, message: str, hint: str, loc: Location) -> None:
+        self.scan.findings.append(make_finding(code, message, hint, loc))
+
+    def _check_spelling(self, name: str, what: str, line: int, col: int, obj: str | None) -> None:
+        if name == LEGACY:
+            self._add(
+                "FDC002",
+                f"legacy spelling {LEGACY} in {what}",
+                f"rename to {CANONICAL} (fd-conformance lint --fix keeps a {LEGACY} alias)",
+                self._loc(line, col, obj),
+            )
+        else:
+            target = near_miss(name)
+            if target is not None:
+                self._add(
+                    "FDC004",
+                    f"{name} in {what} is a near-miss of {target}; the engine will not find it",
+                    f"spell it {CANONICAL}",
+                    self._loc(line, col, obj),
+                )
+
+    # -- walk
+    def run(self, tree: ast.Module, source: str) -> FileScan:
+        self.hot = _hot_lines(source, self.release | self.clear)
+        self._body(tree.body, None, None, (), ())
+        return self.scan
+
+    def _hot(self, node: ast.expr | ast.stmt) -> bool:
+        i = bisect.bisect_left(self.hot, node.lineno)
+        return i < len(self.hot) and self.hot[i] <= (node.end_lineno or node.lineno)
+
+    def _body(self, stmts: Sequence[ast.AST], cls: ClassInfo | None, calls: list[_Call] | None,
+              guards: tuple[ast.expr, ...], branches: tuple[tuple[int, int], ...]) -> None:
+        for node in stmts:
+            self._node(node, cls, calls, guards, branches)
+
+    def _node(self, node: ast.AST, cls: ClassInfo | None, calls: list[_Call] | None,
+              guards: tuple[ast.expr, ...], branches: tuple[tuple[int, int], ...]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(node, cls, calls, guards, branches)
+        elif isinstance(node, ast.ClassDef):
+            self._class(node, calls, guards, branches)
+        elif isinstance(node, ast.If):
+            self._node(node.test, cls, calls, guards, branches)
+            inner = (*guards, node.test)
+            self._body(node.body, cls, calls, inner, (*branches, (id(node), 0)))
+            self._body(node.orelse, cls, calls, inner, (*branches, (id(node), 1)))
+        elif isinstance(node, ast.Lambda):
+            self._node(node.body, None, [], (), ())  # its own scope: not ordered with the enclosing body
+        elif isinstance(node, _GATED) and not self._hot(node):
+            return  # no name any rule looks at on these lines: skip the subtree (most of a file)
+        else:
+            if isinstance(node, ast.Call):
+                self._call(node, calls, guards, branches)
+            for child in ast.iter_child_nodes(node):
+                self._node(child, cls, calls, guards, branches)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassInfo | None,
+                  calls: list[_Call] | None, guards: tuple[ast.expr, ...],
+                  branches: tuple[tuple[int, int], ...]) -> None:
+        owner = f"{cls.name}.{node.name}" if cls else node.name
+        self._check_spelling(node.name, f"definition of {owner}", node.lineno, node.col_offset, owner)
+        if node.name in (CANONICAL, LEGACY):
+            self.scan.defines_clear = True
+        for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
+            if expr is not None:
+                self._node(expr, cls, calls, guards, branches)
+        own_calls: list[_Call] = []
+        self._body(node.body, None, own_calls, (), ())
+        self._order_rule(own_calls, owner)
+
+    def _class(self, node: ast.ClassDef, calls: list[_Call] | None, guards: tuple[ast.expr, ...],
+               branches: tuple[tuple[int, int], ...]) -> None:
+        bases = tuple(b for b in (_dotted_tail(e) for e in node.bases) if b)
+        decorators = {_dotted_tail(d) for d in node.decorator_list}
+        member_names: set[str] = set()
+        abstract = bool(_ABSTRACT_BASES.intersection(bases)) or any(
+            k.arg == "metaclass" and _dotted_tail(k.value) == "ABCMeta" for k in node.keywords
+        )
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                member_names.add(stmt.name)
+                if any(_dotted_tail(d) == "abstractmethod" for d in stmt.decorator_list):
+                    abstract = True
+            elif isinstance(stmt, ast.Assign):
+                member_names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                member_names.add(stmt.target.id)
+        info = ClassInfo(
+            name=node.name,
+            path=self.path,
+            line=node.lineno,
+            col=self._loc(node.lineno, node.col_offset).col or 1,
+            bases=bases,
+            registered=bool(decorators.intersection(self.cfg.register_decorators)),
+            provides_clear=bool(member_names.intersection((CANONICAL, LEGACY)))
+            or bool(decorators.intersection(self.cfg.graph_opt_decorators)),
+            abstract=abstract,
+        )
+        self.scan.classes.append(info)
+        for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
+            self._node(expr, None, calls, guards, branches)
+        self._body(node.body, info, None, (), ())
+
+    def _call(self, node: ast.Call, calls: list[_Call] | None, guards: tuple[ast.expr, ...],
+              branches: tuple[tuple[int, int], ...]) -> None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            name, receiver = func.attr, func.value
+            # Point at the method name, where --fix edits and where a reader looks.
+            line, col = func.end_lineno or node.lineno, (func.end_col_offset or 0) - len(name)
+        elif isinstance(func, ast.Name):
+            # A helper like clear_graphs_of(self.draft) clears graphs of its first argument.
+            receiver = node.args[0] if node.args else None
+            name, line, col = func.id, func.lineno, func.col_offset
+        else:
+            return
+        self._check_spelling(name, "call", line, col, None)
+        if calls is None:
+            return
+        if name in self.clear:
+            calls.append(_Call("clear", name, line, col, branches))
+            if receiver is not None:
+                self._guard_rule(name, receiver, guards, line, col)
+        elif name in self.release:
+            calls.append(_Call("release", name, line, col, branches))
+
+    # -- FDC101
+    def _order_rule(self, calls: list[_Call], owner: str) -> None:
+        """Source order within one function approximates execution order (see README).
+
+        Calls in different branches of the same ``if`` never both run, so they are not ordered.
+        """
+        calls.sort(key=lambda c: (c.line, c.col))
+        releases: list[_Call] = []
+        for call in calls:
+            if call.kind == "release":
+                releases.append(call)
+                continue
+            for rel in releases:
+                if not _exclusive(rel.branches, call.branches):
+                    self._add(
+                        "FDC101",
+                        f"{owner}: graphs cleared by {call.name}() after {rel.name}() at line {rel.line} "
+                        "released weights or shut down communication (a live graph can hang the teardown)",
+                        f"move the {call.name}() call before {rel.name}()",
+                        self._loc(call.line, call.col, owner),
+                    )
+                    break
+
+    # -- FDC102
+    def _guard_rule(self, name: str, receiver: ast.expr, guards: tuple[ast.expr, ...],
+                    line: int, col: int) -> None:
+        chain = list(_receiver_names(receiver))
+        draft = next((n for n in chain if _matches(n, self.cfg.draft_receivers)), None)
+        if draft is None or not guards:
+            return
+        mentioned = frozenset().union(*map(_names_in, guards))
+        main = [n for n in mentioned if _matches(n, self.cfg.main_flags)]
+        if main and not any(_matches(n, self.cfg.draft_flags) for n in mentioned):
+            self._add(
+                "FDC102",
+                f"draft graphs ({'.'.join(reversed(chain))}.{name}()) are cleared only when the main "
+                f"model's flag {main[0]} is on; with it off and the draft's graphs on they leak",
+                "guard the draft clear by the draft's own flag (e.g. draft_model_use_cudagraph), not the main one",
+                self._loc(line, col),
+            )
+
+
+def _exclusive(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    branch_of = dict(a)
+    return any(node in branch_of and branch_of[node] != side for node, side in b)
+
+
+# --------------------------------------------------------------------------- files and runs
+def scan_source(source: str, path: str, config: LintConfig) -> FileScan:
+    """Scan one file's text (never imported). A syntax error becomes an FDC100 finding."""
+    lines = source.splitlines()
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as err:
+        line = getattr(err, "lineno", None) or 1
+        scan = FileScan(path)
+        scan.findings.append(make_finding(
+            "FDC100", f"cannot parse: {getattr(err, 'msg', None) or err}",
+            "fix the syntax error; the file's rules were not checked",
+            Location(path=path, line=line, col=max(getattr(err, "offset", None) or 1, 1)),
+        ))
+        return scan
+    scan = _Scanner(path, lines, config).run(tree, source)
+    scan.noqa = _noqa_map(source)
+    return scan
+
+
+def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> Iterator[Path]:
+    """Given files as-is; directories walked for ``*.py`` (hidden and cache dirs skipped), sorted."""
+    for path in paths:
+        if not path.exists():
+            raise UsageError(f"path {path} does not exist", "pass existing files or directories to fd-conformance lint")
+        if path.is_file():
+            yield path
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
+                                 and not d.endswith(".egg-info"))
+            for filename in sorted(filenames):
+                if filename.endswith(".py"):
+                    full = Path(dirpath, filename)
+                    if not config.exclude or not _matches(_display(full, root), config.exclude):
+                        yield full
+
+
+def _display(path: Path, root: Path) -> str:
+    """Path as reports print it: relative to the root when inside it, POSIX separators."""
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None) -> list[FileScan]:
+    """Parse every file once; the per-file scans feed both the rules and ``--fix``."""
+    root = (root or Path.cwd()).resolve()
+    scans: list[FileScan] = []
+    for file in iter_python_files([Path(p) for p in paths], config, root):
+        shown = _display(file, root)
+        try:
+            source = file.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            scan = FileScan(shown)
+            scan.findings.append(make_finding("FDC100", f"cannot read: {err}", "make the file readable UTF-8",
+                                              Location(path=shown, line=1, col=1)))
+            scans.append(scan)
+            continue
+        scans.append(scan_source(source, shown, config))
+    return scans
+
+
+def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig) -> Iterator[tuple[FileScan, Finding]]:
+    """FDC001 needs every class of the tree: bases and inherited clears resolve across files."""
+    by_name: dict[str, list[ClassInfo]] = {}
+    owner: dict[int, FileScan] = {}
+    for scan in scans:
+        for info in scan.classes:
+            by_name.setdefault(info.name, []).append(info)
+            owner[id(info)] = scan
+    wrapper_bases = frozenset(config.wrapper_bases)
+    memo: dict[str, tuple[bool, bool]] = {}
+
+    def lineage(info: ClassInfo, visiting: frozenset[str]) -> tuple[bool, bool]:
+        """(provides clear, descends from a wrapper base), own or through scanned ancestors."""
+        provides, descends = info.provides_clear, False
+        for base in info.bases:
+            descends |= base in wrapper_bases
+            if base in visiting:  # a cycle (or same-name shadowing): nothing more to learn
+                continue
+            p, d = by_base(base, visiting)
+            provides, descends = provides | p, descends | d
+        return provides, descends
+
+    def by_base(name: str, visiting: frozenset[str]) -> tuple[bool, bool]:
+        # Same-named classes in several files: any of them may be the one imported, so union them.
+        if name not in memo:
+            result = (False, False)
+            for info in by_name.get(name, ()):
+                p, d = lineage(info, visiting | {name})
+                result = (result[0] | p, result[1] | d)
+            memo[name] = result
+        return memo[name]
+
+    for name, infos in by_name.items():
+        for info in infos:
+            if info.abstract or name in wrapper_bases or _matches(name, config.exclude_classes):
+                continue
+            provides, descends = lineage(info, frozenset({name}))
+            if provides:
+                continue
+            if info.registered or descends or _matches(name, config.wrapper_patterns):
+                yield owner[id(info)], make_finding(
+                    "FDC001",
+                    f"model wrapper {name} has no {CANONICAL}() (nor legacy {LEGACY}), own or inherited; "
+                    "the engine cannot destroy its graphs",
+                    f"add `def {CANONICAL}(self): self.model.{CANONICAL}(fd_config=self.fd_config)`",
+                    Location(path=info.path, line=info.line, col=info.col, obj=name),
+                )
+
+
+def collect_findings(scans: Sequence[FileScan], config: LintConfig) -> list[Finding]:
+    """Cross-file rule, suppression, severity overrides, stable order."""
+    pending = [(scan, f) for scan in scans for f in scan.findings]
+    pending.extend(_wrapper_findings(scans, config))
+    findings: list[Finding] = []
+    for scan, finding in pending:
+        if finding.code in scan.noqa.get(finding.location.line or 0, ()):
+            continue
+        override = config.severity.get(finding.code)
+        if override is not None and override is not finding.severity:
+            finding = dataclasses.replace(finding, severity=override)
+        findings.append(finding)
+    findings.sort(key=lambda f: (f.location.path or "", f.location.line or 0, f.location.col or 0, f.code))
+    return findings
+
+
+def lint_paths(paths: Sequence[str | Path], config: LintConfig | None = None, root: Path | None = None) -> LintResult:
+    """Lint files and directories; ``config`` defaults to the nearest pyproject.toml's settings."""
+    if not paths:
+        raise UsageError("no paths to lint", "pass one or more files or directories")
+    cfg = config if config is not None else load_config(Path(paths[0]))
+    scans = scan_paths(paths, cfg, root)
+    return LintResult(collect_findings(scans, cfg), len(scans))
+
+
+# --------------------------------------------------------------------------- CLI
+def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``fd-conformance lint`` (called by :func:`fd_conformance.cli.build_parser`)."""
+    parser = subparsers.add_parser("lint", help="static graph-lifecycle checks over model source trees",
+                                   description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to lint")
+    parser.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE", help=CONFIG_HELP)
+    parser.add_argument("--fix", action="store_true", help=FIX_HELP)
+    parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help=OUTPUT_HELP)
+    parser.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """args -> exit code: 0 clean (warnings allowed), 1 error-level findings; UsageError -> 2 upstream."""
+    from fd_conformance.lint_output import render
+
+    config = load_config(Path(args.paths[0]), args.config)
+    if args.fix:
+        from fd_conformance.lint_fix import fix_paths
+
+        for changed in fix_paths(args.paths, config):
+            print(f"fixed {changed}", file=sys.stderr)
+    result = lint_paths(args.paths, config)
+    text = render(result, args.format)
+    if args.output is not None:
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write {args.output}: {err.strerror}", "pass a writable path to --output") from None
+    elif text:
+        sys.stdout.write(text)
+    return result.exit_code

@@ -1,0 +1,149 @@
+"""Linter configuration: the names the static rules look for, read from ``[tool.fd-conformance.lint]``.
+
+Every engine spells its wrappers, weight managers and graph flags a little differently, so the
+names are data, not code. The table is a sub-table of ``[tool.fd-conformance]`` because the
+parent table is shared with the pytest plugin; an unknown key *inside* it is a usage error
+(a typo there would silently switch a rule off).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from fd_conformance.errors import UsageError
+from fd_conformance.findings import Severity
+
+CANONICAL = "clear_graph_opt_backend"
+LEGACY = "clear_grpah_opt_backend"
+CLEAR_SPELLINGS = (CANONICAL, LEGACY)
+
+#: The codes the linter raises; severity overrides may only name these.
+LINT_CODES = ("FDC001", "FDC002", "FDC004", "FDC100", "FDC101", "FDC102")
+
+TABLE = ("tool", "fd-conformance", "lint")
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    """Names (fnmatch patterns unless noted) the rules match against. Defaults fit FastDeploy 2.x."""
+
+    # Class names that make a class an engine-facing wrapper.
+    wrapper_patterns: tuple[str, ...] = ("*ForCausalLM", "*ForConditionalGeneration", "*MTP*")
+    # Class names never treated as wrappers: weight-loading helpers share the wrapper's prefix, and
+    # "*MTP*" also names the speculative-decoding machinery around the draft (MTPProposer, ...).
+    exclude_classes: tuple[str, ...] = ("*PretrainedModel", "*Proposer", "*Sampler", "*Config", "*Runner")
+    # Base-class names (exact) whose subclasses are wrappers; FastDeploy spells it "Casual".
+    wrapper_bases: tuple[str, ...] = ("ModelForCasualLM", "ModelForCausalLM")
+    # Decorator names (exact, any receiver) that register a wrapper with the engine.
+    register_decorators: tuple[str, ...] = ("register_model_class",)
+    # Decorator names (exact) that add the clear method at import time (FastDeploy's GraphOptWrapper).
+    graph_opt_decorators: tuple[str, ...] = ("support_graph_optimization",)
+    # Calls (exact method/function names) that free weights or shut down communication.
+    release_calls: tuple[str, ...] = (
+        "clear_parameters",
+        "_clear_data",
+        "clear_model_weight",
+        "shutdown_process_group",
+        "destroy_process_group",
+    )
+    # Calls (exact names) that destroy captured graphs; both clear spellings are always included.
+    graph_clear_calls: tuple[str, ...] = CLEAR_SPELLINGS
+    # Receiver attribute names that hold a draft / speculative model.
+    draft_receivers: tuple[str, ...] = ("proposer", "*draft*", "mtp", "*_mtp", "mtp_*", "drafter")
+    # Flags that switch the *main* model's graphs on.
+    main_flags: tuple[str, ...] = ("use_cudagraph",)
+    # Flags that switch the *draft* model's graphs on.
+    draft_flags: tuple[str, ...] = ("draft_model_use_cudagraph", "draft_*cudagraph*", "*draft*_use_cudagraph")
+    # Path globs (relative to the scan root, POSIX) to skip, e.g. "tests/fixtures/*".
+    exclude: tuple[str, ...] = ()
+    # Per-code severity overrides: {"FDC002": "error"}.
+    severity: dict[str, Severity] = field(default_factory=dict)
+    # Where the settings came from, for messages.
+    source: str = "<defaults>"
+
+    @property
+    def all_graph_clear_calls(self) -> frozenset[str]:
+        return frozenset(self.graph_clear_calls) | frozenset(CLEAR_SPELLINGS)
+
+
+_LIST_KEYS = {f.name.replace("_", "-"): f.name for f in fields(LintConfig) if f.name not in ("severity", "source")}
+
+
+def config_from_mapping(table: dict[str, Any], source: str) -> LintConfig:
+    """Validate a TOML table into a config; every error names the key and the file it came from."""
+    kwargs: dict[str, Any] = {"source": source}
+    for key, value in table.items():
+        if key == "severity":
+            kwargs["severity"] = _severity_table(value, source)
+            continue
+        attr = _LIST_KEYS.get(key)
+        if attr is None:
+            known = ", ".join(sorted([*_LIST_KEYS, "severity"]))
+            raise UsageError(f"unknown lint setting {key!r} in {source}", f"use one of: {known}")
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise UsageError(
+                f"lint setting {key!r} in {source} must be a list of non-empty strings, got {value!r}",
+                f'write it as {key} = ["name", ...]',
+            )
+        kwargs[attr] = tuple(value)
+    return LintConfig(**kwargs)
+
+
+def _severity_table(value: Any, source: str) -> dict[str, Severity]:
+    if not isinstance(value, dict):
+        raise UsageError(f"lint setting 'severity' in {source} must be a table", 'write severity = { FDC002 = "error" }')
+    result: dict[str, Severity] = {}
+    for code, level in value.items():
+        if code not in LINT_CODES:
+            raise UsageError(f"severity override for unknown lint code {code!r} in {source}", f"use one of {', '.join(LINT_CODES)}")
+        if level not in ("error", "warning"):
+            raise UsageError(f"severity for {code} in {source} is {level!r}", 'use "error" or "warning"')
+        result[code] = Severity(level)
+    return result
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as err:
+        raise UsageError(f"cannot read config file {path}: {err.strerror}", "pass an existing readable TOML file to --config") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"config file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
+
+
+def _lint_table(data: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    node: Any = data
+    for part in TABLE:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if not isinstance(node, dict):
+        raise UsageError(f"[{'.'.join(TABLE)}] in {path} is not a table", "make it a TOML table of lint settings")
+    return node
+
+
+def load_config(start: Path | None = None, config_file: Path | None = None) -> LintConfig:
+    """``--config FILE`` wins; else the nearest pyproject.toml at or above ``start``; else defaults.
+
+    A ``--config`` file may be a pyproject.toml (the ``[tool.fd-conformance.lint]`` table is read)
+    or a plain TOML file whose top-level keys are the lint settings.
+    """
+    if config_file is not None:
+        data = _read_toml(config_file)
+        table = _lint_table(data, config_file)
+        if table is None:
+            table = {} if "tool" in data else data
+        return config_from_mapping(table, str(config_file))
+    here = (start or Path.cwd()).resolve()
+    if here.is_file():
+        here = here.parent
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            table = _lint_table(_read_toml(candidate), candidate)
+            return config_from_mapping(table or {}, str(candidate))
+    return LintConfig()

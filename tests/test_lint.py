@@ -1,0 +1,341 @@
+"""The static linter: each rule fires on its mutant fixture and stays quiet on the good twin,
+the FastDeploy defect tree is caught code by code, and the CLI, formats, config and --fix behave."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from fd_conformance.cli import main
+from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
+from fd_conformance.findings import RULES
+from fd_conformance.lint import lint_paths, near_miss
+from fd_conformance.lint_config import CANONICAL, LEGACY, LINT_CODES, LintConfig, load_config
+from fd_conformance.lint_fix import fix_paths, fix_source
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lint"
+RULES_DIR = FIXTURES / "rules"
+REPO = Path(__file__).resolve().parent.parent
+DEFAULTS = LintConfig()
+
+
+def codes_at(path: Path, config: LintConfig = DEFAULTS) -> list[tuple[str, int]]:
+    return [(f.code, f.location.line or 0) for f in lint_paths([path], config, root=REPO).findings]
+
+
+# --------------------------------------------------------------------------- every rule: mutant + good twin
+@pytest.mark.parametrize(
+    ("code", "expected_lines"),
+    [
+        ("FDC001", [11, 15, 20, 24]),
+        ("FDC002", [2, 3]),
+        ("FDC004", [2, 6]),
+        ("FDC100", [1]),
+        ("FDC101", [4, 10, 15]),
+        ("FDC102", [6, 13]),
+    ],
+)
+def test_rule_fires_on_its_mutant(code: str, expected_lines: list[int]) -> None:
+    found = codes_at(RULES_DIR / f"{code.lower()}_bad.py")
+    assert sorted(line for c, line in found if c == code) == expected_lines
+
+
+@pytest.mark.parametrize("code", ["FDC001", "FDC002", "FDC004", "FDC101", "FDC102"])
+def test_rule_quiet_on_good_twin(code: str) -> None:
+    assert codes_at(RULES_DIR / f"{code.lower()}_good.py") == []
+
+
+def test_every_lint_code_is_registered_and_proven_by_a_fixture() -> None:
+    for code in LINT_CODES:
+        assert RULES[code].where.find("lint") >= 0
+        assert (RULES_DIR / f"{code.lower()}_bad.py").is_file()
+
+
+def test_near_miss_distance() -> None:
+    assert near_miss("clear_graph_opt_backed") == CANONICAL
+    assert near_miss("clear_grpah_opt_backnd") == LEGACY
+    assert near_miss("clear_gph_opt_backend") == CANONICAL  # two deletions
+    assert near_miss("clear_g_opt_backend") is None  # four deletions
+    assert near_miss(CANONICAL) is None and near_miss(LEGACY) is None
+    assert near_miss("clear_cudagraph_piecewise_backend") is None
+    assert near_miss("clr_grph_opt_backnd") is None  # distance 4
+
+
+# --------------------------------------------------------------------------- the FastDeploy defects
+def test_fastdeploy_defect_tree_reports_each_defect_with_its_code() -> None:
+    result = lint_paths([FIXTURES / "fastdeploy_defects"], DEFAULTS, root=FIXTURES / "fastdeploy_defects")
+    errors = {(f.code, f.location.path, f.location.line) for f in result.findings if f.is_error}
+    assert errors == {
+        ("FDC001", "fastdeploy/model_executor/models/qwen3_vl/qwen3_vl.py", 19),
+        ("FDC101", "fastdeploy/worker/gpu_model_runner.py", 17),
+        ("FDC102", "fastdeploy/worker/gpu_model_runner_first_fix.py", 13),
+    }
+    assert result.exit_code == EXIT_VIOLATIONS
+
+
+def test_fastdeploy_fixed_tree_has_no_error() -> None:
+    result = lint_paths([FIXTURES / "fastdeploy_fixed"], DEFAULTS, root=REPO)
+    assert [f for f in result.findings if f.is_error] == []
+    assert {f.code for f in result.findings} == {"FDC002"}  # the legacy spelling is still everywhere
+    assert result.exit_code == EXIT_OK
+
+
+def test_reference_models_package_is_clean() -> None:
+    package = REPO / "fd_reference_models"
+    if not package.is_dir():
+        pytest.skip("fd_reference_models/ does not exist yet")
+    result = lint_paths([package], root=REPO)
+    assert [f.format() for f in result.findings if f.is_error] == []
+
+
+# --------------------------------------------------------------------------- suppression
+def test_noqa_needs_the_code(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    body = "class R:\n    def f(self):\n        self.w.clear_parameters()\n        self.m.clear_graph_opt_backend()  {}\n"
+    src.write_text(body.format("# noqa: FDC101"))
+    assert codes_at(src) == []
+    src.write_text(body.format("# noqa: FDC102, FDC101"))
+    assert codes_at(src) == []
+    src.write_text(body.format("# noqa"))  # bare noqa is for other linters: not ours
+    assert codes_at(src) == [("FDC101", 4)]
+    src.write_text(body.format("# noqa: FDC102"))
+    assert codes_at(src) == [("FDC101", 4)]
+
+
+# --------------------------------------------------------------------------- config
+def test_pyproject_table_configures_names(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.fd-conformance]
+        other-component = 1  # keys outside .lint belong to other parts of the kit
+        [tool.fd-conformance.lint]
+        wrapper-patterns = ["*Wrapper"]
+        release-calls = ["free_all"]
+        severity = { FDC002 = "error" }
+    """))
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text(
+        "class LlamaForCausalLM: pass\n"
+        "class MyWrapper: pass\n"
+        "def teardown(m):\n    m.free_all()\n    m.clear_grpah_opt_backend()\n"
+    )
+    config = load_config(pkg)
+    assert config.source == str(tmp_path / "pyproject.toml")
+    result = lint_paths([pkg], config, root=tmp_path)
+    got = {(f.code, f.location.line, f.severity.value) for f in result.findings}
+    assert got == {("FDC001", 2, "error"), ("FDC101", 5, "error"), ("FDC002", 5, "error")}
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ('wrapper-patern = ["x"]', "unknown lint setting 'wrapper-patern'"),
+        ('release-calls = "clear_parameters"', "must be a list of non-empty strings"),
+        ("severity = { FDC999 = 'error' }", "unknown lint code 'FDC999'"),
+        ("severity = { FDC002 = 'fatal' }", "severity for FDC002"),
+    ],
+)
+def test_bad_config_is_a_usage_error_naming_key_and_file(tmp_path: Path, table: str, needle: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "lint.toml"
+    cfg.write_text(table + "\n")
+    with pytest.raises(UsageError) as err:
+        load_config(config_file=cfg)
+    assert needle in str(err.value) and str(cfg) in str(err.value)
+    assert main(["lint", "--config", str(cfg), str(RULES_DIR / "fdc002_good.py")]) == EXIT_USAGE
+    err_text = capsys.readouterr().err
+    assert err_text.count("\n") == 1 and needle in err_text
+
+
+def test_bad_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "/nonexistent/models"]) == EXIT_USAGE
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_exclude_globs_skip_paths(tmp_path: Path) -> None:
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "m.py").write_text("class XForCausalLM: pass\n")
+    cfg = LintConfig(exclude=("gen/*",))
+    assert lint_paths([tmp_path], cfg, root=tmp_path).files_scanned == 0
+
+
+# --------------------------------------------------------------------------- CLI and formats
+def test_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", str(RULES_DIR / "fdc002_bad.py")]) == EXIT_OK  # warnings only
+    assert main(["lint", str(RULES_DIR / "fdc101_bad.py")]) == EXIT_VIOLATIONS
+    assert main(["lint", str(RULES_DIR / "fdc100_bad.py"), str(RULES_DIR / "fdc102_bad.py")]) == EXIT_VIOLATIONS
+    out = capsys.readouterr().out
+    assert "FDC100" in out and "FDC102" in out  # a syntax error does not stop the other files
+
+
+def test_text_format(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", str(RULES_DIR / "fdc101_bad.py")])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("tests/fixtures/lint/rules/fdc101_bad.py:4:29: FDC101 ") or ":4:29: FDC101 " in first
+
+
+def test_json_format(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--format", "json", str(RULES_DIR / "fdc102_bad.py")])
+    data = json.loads(capsys.readouterr().out)
+    assert data["files_scanned"] == 1 and data["summary"] == {"errors": 2, "warnings": 0}
+    assert [(f["code"], f["line"], f["col"]) for f in data["findings"]] == [("FDC102", 6, 37), ("FDC102", 13, 30)]
+
+
+# The parts of the SARIF 2.1.0 schema GitHub code scanning relies on (the full schema is not
+# available offline); additionalProperties stay open as in the real schema.
+SARIF_SUBSET = {
+    "type": "object",
+    "required": ["version", "runs"],
+    "properties": {
+        "version": {"const": "2.1.0"},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["tool", "results"],
+            "properties": {
+                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
+                    "type": "object", "required": ["name", "rules"],
+                    "properties": {"rules": {"type": "array", "items": {
+                        "type": "object", "required": ["id", "shortDescription", "helpUri"],
+                        "properties": {"shortDescription": {"type": "object", "required": ["text"]},
+                                       "helpUri": {"type": "string", "pattern": "^https?://"}}}}}}}},
+                "results": {"type": "array", "items": {
+                    "type": "object", "required": ["ruleId", "level", "message", "locations"],
+                    "properties": {
+                        "level": {"enum": ["none", "note", "warning", "error"]},
+                        "message": {"type": "object", "required": ["text"]},
+                        "locations": {"type": "array", "minItems": 1, "items": {
+                            "type": "object", "required": ["physicalLocation"],
+                            "properties": {"physicalLocation": {
+                                "type": "object", "required": ["artifactLocation", "region"],
+                                "properties": {
+                                    "artifactLocation": {"type": "object", "required": ["uri"], "properties": {
+                                        "uri": {"type": "string", "not": {"pattern": "^/"}}}},
+                                    "region": {"type": "object", "required": ["startLine", "startColumn"],
+                                               "properties": {"startLine": {"type": "integer", "minimum": 1},
+                                                              "startColumn": {"type": "integer", "minimum": 1}}},
+                                }}}}},
+                    }}},
+            }}},
+    },
+}
+
+
+def test_sarif_format(tmp_path: Path) -> None:
+    out = tmp_path / "lint.sarif"
+    rc = main(["lint", "--format", "sarif", "-o", str(out), str(FIXTURES / "fastdeploy_defects")])
+    assert rc == EXIT_VIOLATIONS
+    sarif = json.loads(out.read_text())
+    jsonschema.validate(sarif, SARIF_SUBSET)
+    run = sarif["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    for res in run["results"]:
+        assert rule_ids[res["ruleIndex"]] == res["ruleId"]
+    levels = Counter((r["ruleId"], r["level"]) for r in run["results"])
+    assert levels[("FDC101", "error")] == 1 and levels[("FDC002", "warning")] >= 1
+    # A structurally broken document must fail the same validation (the check can fail).
+    del run["results"][0]["locations"][0]["physicalLocation"]["region"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(sarif, SARIF_SUBSET)
+
+
+def test_github_annotations(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--format", "github", str(RULES_DIR / "fdc002_bad.py"), str(RULES_DIR / "fdc101_bad.py")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("::warning file=tests/fixtures/lint/rules/fdc002_bad.py,line=2,col=5,title=FDC002::")
+    assert any(line.startswith("::error file=") and "title=FDC101::" in line for line in lines)
+
+
+# --------------------------------------------------------------------------- --fix
+LEGACY_MODULE = '''\
+class InnerModel:
+    def clear_grpah_opt_backend(self, fd_config=None):
+        self.cleared = getattr(self, "cleared", 0) + 1
+
+
+class TinyForCausalLM:
+    def __init__(self):
+        self.model = InnerModel()
+        self.fd_config = None
+
+    # keep this comment
+    def clear_grpah_opt_backend(self):
+        """Delegate to the inner model."""
+        self.model.clear_grpah_opt_backend(fd_config=self.fd_config)  # trailing comment
+
+    def other(self):
+        return "clear_grpah_opt_backend"  # a string is not a call
+'''
+
+
+def test_fix_renames_keeps_alias_and_is_idempotent(tmp_path: Path) -> None:
+    src = tmp_path / "tiny.py"
+    src.write_text(LEGACY_MODULE)
+    assert fix_paths([tmp_path], DEFAULTS, root=tmp_path) == [src]
+    fixed = src.read_text()
+    assert fixed.count(f"def {CANONICAL}") == 2 and f"def {LEGACY}" not in fixed
+    assert "self.model.clear_graph_opt_backend(fd_config=self.fd_config)  # trailing comment" in fixed
+    assert "# keep this comment" in fixed and 'return "clear_grpah_opt_backend"' in fixed
+    # Old and new callers reach the same method on the real, executed class.
+    namespace: dict[str, object] = {}
+    exec(compile(fixed, str(src), "exec"), namespace)
+    model = namespace["TinyForCausalLM"]()  # type: ignore[operator]
+    model.clear_grpah_opt_backend()
+    model.clear_graph_opt_backend()
+    assert model.model.cleared == 2
+    assert type(model).clear_grpah_opt_backend is type(model).clear_graph_opt_backend
+    # The fixed file has no legacy finding left, and a second run changes nothing.
+    assert [f.code for f in lint_paths([src], DEFAULTS, root=tmp_path).findings] == []
+    assert fix_paths([tmp_path], DEFAULTS, root=tmp_path) == []
+    assert src.read_text() == fixed
+
+
+def test_fix_leaves_calls_into_code_outside_the_tree(tmp_path: Path) -> None:
+    caller = "def teardown(runner):\n    runner.proposer.model.clear_grpah_opt_backend()\n"
+    assert fix_source(caller, rename_calls=False) == caller
+    assert CANONICAL in fix_source(caller, rename_calls=True)
+
+
+def test_fix_respects_noqa_and_existing_canonical() -> None:
+    both = ("class A:\n    def clear_graph_opt_backend(self): ...\n"
+            "    def clear_grpah_opt_backend(self): ...\n")
+    assert fix_source(both, rename_calls=True) == both
+    kept = "x.clear_grpah_opt_backend()  # noqa: FDC002\n"
+    assert fix_source(kept, rename_calls=True) == kept
+
+
+def test_fix_on_fastdeploy_tree_clears_every_legacy_warning(tmp_path: Path) -> None:
+    tree = tmp_path / "fd"
+    shutil.copytree(FIXTURES / "fastdeploy_fixed", tree)
+    assert main(["lint", "--fix", str(tree)]) == EXIT_OK
+    assert lint_paths([tree], DEFAULTS, root=tmp_path).findings == []
+
+
+def test_configured_helpers_catch_the_reference_mutants(tmp_path: Path) -> None:
+    """Cross-check with the runtime side: the reference runner's order mutants, linted with the
+    repository's helper names configured, are caught statically; the good runner is clean."""
+    mutants = REPO / "fd_reference_models" / "mutants.py"
+    runner = REPO / "fd_reference_models" / "runner.py"
+    if not (mutants.is_file() and runner.is_file()):
+        pytest.skip("fd_reference_models/ does not exist yet")
+    cfg = tmp_path / "lint.toml"
+    cfg.write_text(
+        'graph-clear-calls = ["clear_graphs_of", "_clear_graphs"]\n'
+        'release-calls = ["_release_weights", "_shutdown_group", "clear_parameters"]\n'
+    )
+    config = load_config(config_file=cfg)
+    assert [f.format() for f in lint_paths([runner], config, root=REPO).findings if f.is_error] == []
+    assert {"FDC101", "FDC102"} <= {f.code for f in lint_paths([mutants], config, root=REPO).findings}
+
+
+def test_helper_call_with_draft_argument_is_guard_checked(tmp_path: Path) -> None:
+    src = tmp_path / "r.py"
+    src.write_text("def clear(self):\n    if self.use_cudagraph:\n        clear_graphs_of(self.draft)\n")
+    cfg = LintConfig(graph_clear_calls=("clear_graphs_of",))
+    assert codes_at(src, cfg) == [("FDC102", 3)]
+    assert codes_at(src) == []  # not a graph-clear call unless configured
