@@ -1,0 +1,146 @@
+"""``all_cases()``: the reference models and their mutants as data (entry point ``fd_conformance.cases``).
+
+Good cases expect no findings; each mutant lists exactly the codes the suites must report.
+Factories are module-level functions (picklable by name for spawned workers) that take a runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fd_conformance.cases import ModelCase
+from fd_conformance.runtime.base import Runtime
+
+MAIN_SIZES = (4, 2, 1)
+DRAFT_SIZES = (2, 1)
+
+
+# --- PyTorch factories (torch is imported only when a factory runs) ------------------------------
+def torch_glm4_moe(runtime: Runtime) -> Any:
+    from fd_reference_models.torch_models.subject import glm4_moe_subject
+
+    return glm4_moe_subject(runtime, capture_sizes=MAIN_SIZES)
+
+
+def torch_glm4_moe_mtp(runtime: Runtime) -> Any:
+    from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
+
+    return glm4_moe_mtp_subject(runtime, capture_sizes=MAIN_SIZES, draft_capture_sizes=DRAFT_SIZES)
+
+
+def torch_qwen3_vl(runtime: Runtime) -> Any:
+    from fd_reference_models.torch_models.subject import qwen3_vl_subject
+
+    return qwen3_vl_subject(runtime, capture_sizes=MAIN_SIZES)
+
+
+def mutant_qwen3_vl_without_clear(runtime: Runtime) -> Any:
+    from fd_reference_models.mutants import Qwen3VLWithoutClear
+    from fd_reference_models.torch_models.subject import qwen3_vl_subject
+
+    return qwen3_vl_subject(runtime, wrapper_cls=Qwen3VLWithoutClear)
+
+
+def mutant_glm4_moe_legacy_spelling(runtime: Runtime) -> Any:
+    from fd_reference_models.mutants import Glm4MoeLegacySpelling
+    from fd_reference_models.torch_models.subject import glm4_moe_subject
+
+    return glm4_moe_subject(runtime, wrapper_cls=Glm4MoeLegacySpelling)
+
+
+def _mtp_with_runner(runtime: Runtime, runner_name: str, **flags: bool) -> Any:
+    from fd_reference_models import mutants
+    from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
+
+    return glm4_moe_mtp_subject(runtime, runner_cls=getattr(mutants, runner_name), **flags)
+
+
+def mutant_draft_cleared_after_release(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "DraftClearedAfterReleaseRunner")
+
+
+def mutant_draft_guarded_by_main_flag(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "DraftGuardedByMainFlagRunner", use_cudagraph=False, draft_model_use_cudagraph=True)
+
+
+def mutant_group_shutdown_first(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "GroupShutdownFirstRunner")
+
+
+def mutant_update_without_recapture(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "UpdateWithoutRecaptureRunner")
+
+
+def mutant_retain_old_weights(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "RetainOldWeightsRunner")
+
+
+def _glm4_with_wrapper(runtime: Runtime, wrapper_name: str) -> Any:
+    from fd_reference_models import mutants
+    from fd_reference_models.torch_models.subject import glm4_moe_subject
+
+    return glm4_moe_subject(runtime, wrapper_cls=getattr(mutants, wrapper_name))
+
+
+def mutant_leaky_clear(runtime: Runtime) -> Any:
+    return _glm4_with_wrapper(runtime, "LeakyClearGlm4Moe")
+
+
+def mutant_forgetful_clear(runtime: Runtime) -> Any:
+    return _glm4_with_wrapper(runtime, "ForgetfulClearGlm4Moe")
+
+
+def mutant_baked_token_ids(runtime: Runtime) -> Any:
+    return _glm4_with_wrapper(runtime, "BakedTokenIdsGlm4Moe")
+
+
+def mutant_clear_raises_before_capture(runtime: Runtime) -> Any:
+    return _glm4_with_wrapper(runtime, "ClearRaisesBeforeCaptureGlm4Moe")
+
+
+def torch_cases() -> list[ModelCase]:
+    moe, draft, mm = frozenset({"moe"}), frozenset({"moe", "draft"}), frozenset({"multimodal"})
+
+    def case(name: str, factory: Any, caps: frozenset[str], findings: tuple[str, ...] = (), description: str = "") -> ModelCase:
+        return ModelCase(name, "torch", factory, MAIN_SIZES, caps, frozenset(findings), description or (factory.__doc__ or ""))
+
+    return [
+        case("torch-glm4-moe", torch_glm4_moe, moe, description="GLM4-MoE (dense + MoE layer, shared expert, top-2 of 4)"),
+        case("torch-glm4-moe-mtp", torch_glm4_moe_mtp, draft, description="GLM4-MoE + MTP draft (draft sizes 2, 1)"),
+        case("torch-qwen3-vl", torch_qwen3_vl, mm, description="Qwen3-VL (eager vision, graphed text decoder, deepstack)"),
+        case("mutant-qwen3-vl-without-clear", mutant_qwen3_vl_without_clear, mm, ("FDC001",), "Qwen3-VL wrapper lacks clear"),
+        case("mutant-glm4-moe-legacy-spelling", mutant_glm4_moe_legacy_spelling, moe, ("FDC002",), "legacy clear_grpah_opt_backend only"),
+        case("mutant-draft-cleared-after-release", mutant_draft_cleared_after_release, draft, ("FDC201",), "MTP hang order"),
+        case("mutant-draft-guarded-by-main-flag", mutant_draft_guarded_by_main_flag, draft, ("FDC201", "FDC202"), "draft clear under main flag (main graphs off)"),
+        case("mutant-group-shutdown-first", mutant_group_shutdown_first, draft, ("FDC202",), "group shut down before graphs cleared"),
+        case("mutant-update-without-recapture", mutant_update_without_recapture, draft, ("FDC204", "FDC304"), "stale graphs after reload"),
+        case("mutant-retain-old-weights", mutant_retain_old_weights, draft, ("FDC305",), "old weights kept each cycle"),
+        case("mutant-leaky-clear", mutant_leaky_clear, moe, ("FDC302",), "output buffers survive clear"),
+        case("mutant-forgetful-clear", mutant_forgetful_clear, moe, ("FDC203", "FDC201", "FDC202"), "clear skips a capture size"),
+        case("mutant-baked-token-ids", mutant_baked_token_ids, moe, ("FDC301", "FDC304"), "capture-time token ids baked in"),
+        case("mutant-clear-raises-before-capture", mutant_clear_raises_before_capture, moe, ("FDC303",), "FastDeploy's AttributeError"),
+    ]
+
+
+def paddle_cases() -> list[ModelCase]:
+    """The tiny Paddle reference models (our own implementations; see paddle_models/)."""
+    from fd_reference_models.paddle_models import subjects  # imports paddle: only when paddle is installed
+
+    return [
+        ModelCase("paddle-glm4-moe-mtp", "paddle", subjects.glm4_moe_subject, subjects.MAIN_CAPTURE_SIZES,
+                  frozenset({"draft", "moe"}), description="tiny Paddle GLM4-MoE + GLM4 MTP draft"),
+        ModelCase("paddle-qwen3-vl", "paddle", subjects.qwen3_vl_subject, subjects.MAIN_CAPTURE_SIZES,
+                  frozenset({"multimodal"}), description="tiny Paddle Qwen3-VL with deepstack"),
+    ]
+
+
+def all_cases() -> list[ModelCase]:
+    """Every reference case; framework-specific lists are built only when that framework is installed."""
+    import importlib.util
+
+    cases: list[ModelCase] = []
+    if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None:
+        cases += torch_cases()
+    if importlib.util.find_spec("paddle") is not None:
+        cases += paddle_cases()
+    return cases

@@ -1,0 +1,1 @@
+"""PyTorch reference wrappers built from transformers modules with tiny configs (no downloads)."""

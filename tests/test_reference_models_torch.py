@@ -1,0 +1,242 @@
+"""The PyTorch reference models: forward == transformers reference, replay == eager, the weight cycle."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from fd_conformance.runtime import get_runtime  # noqa: E402
+from fd_conformance.runtime.base import EventKind  # noqa: E402
+from fd_reference_models.cases import all_cases  # noqa: E402
+from fd_reference_models.graph_opt import GraphOptConfig  # noqa: E402
+from fd_reference_models.torch_models.subject import (  # noqa: E402
+    glm4_moe_mtp_subject,
+    glm4_moe_subject,
+    qwen3_vl_subject,
+)
+from fd_conformance.errors import UsageError  # noqa: E402
+
+FACTORIES = {"glm4_moe": glm4_moe_subject, "glm4_moe_mtp": glm4_moe_mtp_subject, "qwen3_vl": qwen3_vl_subject}
+
+
+def close(a: dict, b: dict, atol: float = 1e-5) -> bool:
+    return a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=atol, rtol=1e-5) for k in a)
+
+
+@pytest.fixture(scope="module")
+def cpu() -> object:
+    return get_runtime("torch", "cpu")
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def subject(request: pytest.FixtureRequest, cpu: object) -> object:
+    s = FACTORIES[request.param](cpu)
+    yield s
+    if s.runner.group is not None:
+        s.runner.clear_parameters()  # gloo groups must not outlive the test
+
+
+def test_matches_transformers_reference(cpu: object) -> None:
+    glm = glm4_moe_subject(cpu)
+    x = glm.make_inputs(3, seed=1)
+    with torch.no_grad():
+        ours = glm.wrapper.model.eager_forward(**x)
+        ref = glm.wrapper.model.hf_reference(input_ids=x["input_ids"][None], position_ids=x["positions"][None])
+    assert torch.allclose(ours, ref.last_hidden_state[0], atol=1e-6)
+    glm.runner.clear_parameters()
+
+    vl = qwen3_vl_subject(cpu)
+    x = vl.make_inputs(3, seed=1)
+    assert "pixel_values" in x
+    with torch.no_grad():
+        ours = vl.wrapper.model.eager_forward(**vl.wrapper.prepare_inputs(x))
+        ref = vl.wrapper.hf_reference(
+            input_ids=x["input_ids"][None], pixel_values=x["pixel_values"], image_grid_thw=x["image_grid_thw"],
+            position_ids=x["positions"].t()[:, None, :],
+        )
+    assert torch.allclose(ours, ref.last_hidden_state[0], atol=1e-6)  # deepstack injection included
+    vl.runner.clear_parameters()
+
+
+def test_capture_replay_every_size_equals_eager(subject: object) -> None:
+    subject.runner.capture_model()
+    graphs = subject.graphs()
+    expected = 3 + (2 if subject.draft is not None else 0)
+    assert len(graphs) == expected and all(g.alive for g in graphs)
+    replays = []
+    unsub = subject.runtime.events.subscribe(lambda e: replays.append(e) if e.kind is EventKind.GRAPH_REPLAYED else None)
+    try:
+        for n in (1, 2, 3, 4):
+            x = subject.make_inputs(n, seed=n)
+            assert close(subject.forward(x), subject.eager_forward(x))
+    finally:
+        unsub()
+    assert len(replays) == 4 * (2 if subject.draft is not None else 1) - (2 if subject.draft is not None else 0)
+
+
+def test_sizes_above_largest_run_eagerly(cpu: object) -> None:
+    s = glm4_moe_subject(cpu)
+    s.runner.capture_model()
+    x = s.make_inputs(6)
+    assert close(s.forward(x), s.eager_forward(x))
+    assert len(s.graphs()) == 3
+    s.runner.clear_parameters()
+
+
+def test_forward_is_fast(cpu: object) -> None:
+    for factory in FACTORIES.values():
+        s = factory(cpu)
+        x = s.make_inputs(4)
+        s.eager_forward(x)
+        start = time.perf_counter()
+        s.eager_forward(x)
+        assert time.perf_counter() - start < 0.5
+        s.runner.clear_parameters()
+
+
+def test_weight_cycle_uses_new_weights(subject: object) -> None:
+    subject.runner.capture_model()
+    x = subject.make_inputs(4, seed=2)
+    before = subject.forward(x)
+    old_addresses = [subject.runtime.address(p) for _, p in subject.runner.named_parameters()]
+    subject.runner.clear_parameters()
+    assert subject.graphs() == []
+    assert all(subject.runtime.is_released(p) for _, p in subject.runner.named_parameters())
+    subject.runner.update_parameters(subject.new_weights(seed=5))
+    new_addresses = [subject.runtime.address(p) for _, p in subject.runner.named_parameters()]
+    assert all(a != b for a, b in zip(old_addresses, new_addresses))
+    assert len(subject.graphs()) == (5 if subject.draft is not None else 3)
+    after = subject.forward(x)
+    assert close(after, subject.eager_forward(x))
+    assert not close(after, before)
+
+
+def test_clear_order_and_marks(cpu: object) -> None:
+    s = glm4_moe_mtp_subject(cpu)
+    s.runner.capture_model()
+    events = []
+    unsub = cpu.events.subscribe(events.append)
+    s.runner.clear_parameters()
+    unsub()
+    kinds = [e.kind for e in events]
+    last_destroy = max(i for i, k in enumerate(kinds) if k is EventKind.GRAPH_DESTROYED)
+    first_release = kinds.index(EventKind.PARAM_RELEASED)
+    assert last_destroy < first_release < kinds.index(EventKind.GROUP_SHUTDOWN)
+    assert sum(k is EventKind.GRAPH_DESTROYED for k in kinds) == 5
+    marks = [(e.subject, e.owner) for e in events if e.kind is EventKind.MARK]
+    assert ("clear_graph_opt_backend:end", "draft") in marks and ("clear_graph_opt_backend:end", "main") in marks
+    # shared embedding / lm_head released once
+    assert sum(k is EventKind.PARAM_RELEASED for k in kinds) == len(s.runner.named_parameters())
+
+
+def test_draft_cleared_when_main_graphs_off(cpu: object) -> None:
+    s = glm4_moe_mtp_subject(cpu, use_cudagraph=False, draft_model_use_cudagraph=True)
+    s.runner.capture_model()
+    assert [g.owner for g in s.graphs()] == ["draft", "draft"]
+    s.runner.clear_parameters()
+    assert s.graphs() == []
+
+
+def test_clear_is_safe_noop_before_capture_twice_and_graphs_off(cpu: object) -> None:
+    s = glm4_moe_subject(cpu)
+    s.wrapper.clear_graph_opt_backend()
+    s.runner.capture_model()
+    s.wrapper.clear_graph_opt_backend()
+    s.wrapper.clear_graph_opt_backend()
+    assert s.graphs() == [] and cpu.memory_stats().allocated == 0
+    off = glm4_moe_subject(cpu, use_cudagraph=False)
+    off.wrapper.clear_graph_opt_backend()
+    x = off.make_inputs(2)
+    assert close(off.forward(x), off.eager_forward(x)) and off.graphs() == []
+    # after clear, warm-ups run again before the next capture
+    s.forward(s.make_inputs(2))
+    assert s.graphs() == []
+    for client in (s, off):
+        client.runner.clear_parameters()
+
+
+def test_legacy_spelling_reaches_same_method(cpu: object) -> None:
+    s = glm4_moe_subject(cpu)
+    s.runner.capture_model()
+    with pytest.warns(DeprecationWarning):
+        s.wrapper.clear_grpah_opt_backend()
+    assert s.graphs() == []
+    s.runner.clear_parameters()
+
+
+def test_bad_input_errors(cpu: object) -> None:
+    with pytest.raises(UsageError, match="capture_sizes"):
+        GraphOptConfig(capture_sizes=(2, 2))
+    with pytest.raises(UsageError, match="dtype"):
+        glm4_moe_subject(cpu, dtype="float8")
+    s = glm4_moe_subject(cpu)
+    s.runner.clear_parameters()
+    with pytest.raises(UsageError, match="weight set lacks"):
+        s.runner.update_parameters({})
+    s.runner.update_parameters(s.new_weights(1))
+    s.runner.clear_parameters()
+
+
+def test_all_cases_registry() -> None:
+    cases = all_cases()
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names))
+    good = [c for c in cases if not c.is_mutant]
+    assert {c.name for c in good} >= {"torch-glm4-moe", "torch-glm4-moe-mtp", "torch-qwen3-vl"}
+    assert {c.runtime for c in cases} <= {"torch", "paddle"}
+    assert all(c.runtime == "torch" for c in cases if c.name.startswith(("torch-", "mutant-")))
+
+
+# --- GPU (run by the lead on the H200) -----------------------------------------------------------
+@pytest.fixture
+def cuda() -> object:
+    return get_runtime("torch", "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_gpu_capture_replay_clear_memory(cuda: object, name: str) -> None:
+    s = FACTORIES[name](cuda)
+    largest = max(s.wrapper.graph_opt_config.capture_sizes)
+    s.eager_forward(s.make_inputs(largest))  # lazy library state is not graph memory
+    for n in (1, 2, 3, 4):
+        s.forward(s.make_inputs(n))  # warm-ups run eagerly: they set the baseline
+        s.forward(s.make_inputs(n))
+    s.wrapper.clear_graph_opt_backend()
+    if s.draft is not None:
+        s.draft.clear_graph_opt_backend()
+    cuda.synchronize()
+    cuda.empty_cache()
+    baseline = cuda.memory_stats().allocated
+    s.runner.capture_model()
+    assert all(type(g).__name__ == "TorchCudaGraph" and g.alive for g in s.graphs())
+    for n in (1, 2, 3, 4):
+        x = s.make_inputs(n, seed=n)
+        got, want = s.forward(x), s.eager_forward(x)
+        assert close(got, want, atol=1e-4)
+    s.wrapper.clear_graph_opt_backend()
+    if s.draft is not None:
+        s.draft.clear_graph_opt_backend()
+    cuda.empty_cache()
+    assert abs(cuda.memory_stats().allocated - baseline) <= 1 << 20
+    s.runner.clear_parameters()
+
+
+@pytest.mark.gpu
+def test_gpu_twenty_weight_cycles_no_growth(cuda: object) -> None:
+    s = glm4_moe_mtp_subject(cuda)
+    s.runner.capture_model()
+    held = []
+    x = s.make_inputs(4, seed=3)
+    for cycle in range(20):
+        s.runner.clear_parameters()
+        s.runner.update_parameters(s.new_weights(cycle))
+        assert close(s.forward(x), s.eager_forward(x), atol=1e-4)
+        cuda.empty_cache()
+        held.append(cuda.memory_stats().allocated)
+    assert held[-1] - held[1] <= 1 << 20, held
+    s.runner.clear_parameters()
