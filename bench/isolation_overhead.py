@@ -1,0 +1,62 @@
+"""Isolation overhead: wall time of a CPU test set isolated (one reused worker) vs in-process.
+
+The test set is generated: N small numpy tests (a few ms of work each, like a tiny-model check).
+Both sessions are fresh ``python -m pytest`` processes; the best of --repeat runs is kept.
+Prints the figures and the ratio; asserts nothing. Usage: python bench/isolation_overhead.py [--tests 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_BODY = """
+import numpy as np
+import pytest
+
+@pytest.mark.parametrize("seed", range({n}))
+def test_small_forward(seed):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((256, 256))
+    x = rng.standard_normal((64, 256))
+    for _ in range(20):
+        x = np.tanh(x @ w / 16)
+    assert np.isfinite(x).all()
+"""
+
+
+def session_wall(test_file: Path, isolate: str) -> float:
+    cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", f"--fd-isolate={isolate}"]
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"session failed ({isolate}):\n{done.stdout[-2000:]}")
+    return wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fdc-overhead-") as tmp:
+        test_file = Path(tmp) / "test_overhead_set.py"
+        test_file.write_text(TEST_BODY.format(n=args.tests))
+        inproc = min(session_wall(test_file, "off") for _ in range(args.repeat))
+        isolated = min(session_wall(test_file, "all") for _ in range(args.repeat))
+    print(f"{args.tests} tests, best of {args.repeat} sessions (wall seconds, whole pytest process)")
+    print(f"{'in-process':<12} {inproc:8.2f}")
+    print(f"{'isolated':<12} {isolated:8.2f}")
+    print(f"{'ratio':<12} {isolated / inproc:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

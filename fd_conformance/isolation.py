@@ -1,0 +1,425 @@
+"""Hang and crash isolation: checks run in spawned workers; the parent owns the clock.
+
+Why a separate process: nothing inside a process can act while a C call holds the GIL
+(pytest-timeout's signal and thread methods both wait for it), and CUDA cannot be forked
+once initialised. So checks run in a *spawned* worker that is reused across checks (framework
+import paid once) and replaced after a hang or crash. On timeout the parent collects, each
+step bounded in time: all threads' Python stacks (faulthandler in the child, on SIGUSR1),
+native stacks (``py-spy dump --native`` when installed), and the last lifecycle mark the child
+streamed; then it kills the child (SIGTERM, short grace, SIGKILL) and reports FDC501.
+A worker that dies reports FDC502 with its cause (signal name, exit code, CUDA sticky error, OOM).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, Literal
+
+from fd_conformance.errors import UsageError
+from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record, read_results
+from fd_conformance.isolation_worker import STACK_SIGNAL, describe_event, in_worker, mark, stream_events
+
+__all__ = [
+    "CheckOutcome",
+    "IsolatedRunner",
+    "ResultLog",
+    "ResultRecord",
+    "RunResult",
+    "Watchdog",
+    "WorkerProcess",
+    "crash_cause",
+    "describe_event",
+    "in_worker",
+    "mark",
+    "new_record",
+    "read_results",
+    "stream_events",
+]
+
+# Bounds on each evidence step. Their sum (plus the kill) keeps "timeout to report" under 3 s.
+STACK_DUMP_WAIT_S = 0.8  # faulthandler writes synchronously in the signal handler; this is slack
+NATIVE_DUMP_WAIT_S = 1.5  # py-spy attach + unwind; measured ~0.15 s on CPython without torch
+TERM_GRACE_S = 0.3  # a hung child rarely honours SIGTERM; do not wait long for it
+STARTUP_TIMEOUT_S = 120.0  # spawn + imports + (pytest mode) collection of the isolated files
+LOG_TAIL_CHARS = 4000
+
+Status = Literal["done", "hang", "crash"]
+
+
+@dataclass
+class RunResult:
+    """What the parent saw for one request."""
+
+    status: Status
+    pid: int
+    duration: float
+    payload: dict[str, Any] = field(default_factory=dict)  # the worker's "done" message
+    reports: list[dict[str, Any]] = field(default_factory=list)  # pytest mode: serialised reports
+    events: list[str] = field(default_factory=list)
+    cause: str = ""
+    python_stacks: str = ""
+    native_stacks: str = ""
+    stuck_frame: str = ""
+    log_tail: str = ""
+
+    @property
+    def last_event(self) -> str:
+        return self.events[-1] if self.events else "(no lifecycle event streamed)"
+
+    def finding(self, what: str) -> Finding | None:
+        """FDC501/FDC502 for a hang/crash of ``what`` (a nodeid or check target), else None."""
+        if self.status == "hang":
+            return make_finding(
+                "FDC501",
+                f"{what} hung: {self.cause}; stuck at {self.stuck_frame or '?'}; last event: {self.last_event}",
+                "read the Python/native stacks in the report; a graph alive across a comm-group shutdown is the usual cause",
+                Location(obj=what),
+            )
+        if self.status == "crash":
+            return make_finding(
+                "FDC502",
+                f"{what} crashed its worker: {self.cause}; last event: {self.last_event}",
+                "reproduce with the same test alone; see the worker log tail in the report",
+                Location(obj=what),
+            )
+        return None
+
+    def describe(self) -> str:
+        """The multi-line report body shown in pytest and stored in the JSONL ``details``."""
+        lines = [f"{self.status.upper()}: {self.cause}", f"worker pid: {self.pid}", f"last event: {self.last_event}"]
+        if self.stuck_frame:
+            lines.append(f"stuck frame: {self.stuck_frame}")
+        if self.events:
+            lines.append("recent events:\n  " + "\n  ".join(self.events[-10:]))
+        if self.python_stacks:
+            lines.append("python stacks (all threads):\n" + self.python_stacks.rstrip())
+        if self.native_stacks:
+            lines.append("native stacks (py-spy --native):\n" + self.native_stacks.rstrip())
+        if self.log_tail.strip():
+            lines.append("worker log tail:\n" + self.log_tail.rstrip())
+        return "\n".join(lines)
+
+
+def crash_cause(exitcode: int | None) -> str:
+    """Name how a worker ended: ``SIGSEGV``, ``os._exit(3)``, ``SIGKILL (kernel OOM killer?)``."""
+    if exitcode is None:
+        return "worker vanished (no exit status)"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        if -exitcode == signal.SIGKILL:
+            return f"{name} (killed from outside: the kernel OOM killer is the usual sender)"
+        return f"{name} (worker killed by signal {-exitcode})"
+    return f"os._exit({exitcode}) (worker exited without reporting a result)"
+
+
+_STDLIB_DIRS = tuple(
+    {p for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib")) if p}
+)
+_OUR_DIR = str(Path(__file__).resolve().parent)
+
+
+def stuck_frame(stacks: str, thread_ident: int | None) -> str:
+    """The innermost frame of the worker's main thread that belongs to the checked code
+    (not the stdlib, site-packages or the kit's own worker loop) -- the line a human wants."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in stacks.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            blocks.append((line, []))
+        elif line.strip().startswith("File ") and blocks:
+            blocks[-1][1].append(line.strip())
+    if not blocks:
+        return ""
+    main = [b for b in blocks if thread_ident is not None and f"{thread_ident:x}" in b[0].lower()]
+    frames = (main or blocks[:1])[0][1]
+    for frame in frames:  # most recent call first
+        path = frame.split('"')[1] if '"' in frame else ""
+        if path and not path.startswith(_STDLIB_DIRS) and not path.startswith(_OUR_DIR) and "_pytest" not in path:
+            return frame
+    return frames[0] if frames else ""
+
+
+class WorkerProcess:
+    """One spawned worker and the parent's end of its pipe."""
+
+    def __init__(self, mode: str, setup: dict[str, Any] | None = None, *, startup_timeout: float = STARTUP_TIMEOUT_S):
+        self.mode = mode
+        self._dir = Path(tempfile.mkdtemp(prefix="fdc-worker-"))
+        self.stack_path = self._dir / "stacks.txt"
+        self.log_path = self._dir / "worker.log"
+        self.stack_path.touch()
+        ctx = multiprocessing.get_context("spawn")  # never fork: CUDA does not survive it
+        self.conn, child_conn = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(
+            target=_worker_entry,
+            args=(child_conn, str(self.stack_path), str(self.log_path), mode, setup or {}),
+            name=f"fdc-isolation-{mode}",
+            daemon=True,
+        )
+        self.process.start()
+        child_conn.close()  # so EOF on our end means the child is gone
+        self.pid: int = self.process.pid or 0
+        self.main_thread_ident: int | None = None
+        self.collected: list[str] = []
+        self._start_worker(startup_timeout)
+
+    def _start_worker(self, timeout: float) -> None:
+        ready = wait([self.conn, self.process.sentinel], timeout)
+        message: tuple[Any, ...] | None = None
+        if self.conn in ready:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                message = None
+        if message is None or message[0] != "ready":
+            self.kill()
+            tail = self.log_tail()
+            why = "did not start in time" if not ready else crash_cause(self.process.exitcode)
+            raise RuntimeError(f"isolation worker {why}; worker log:\n{tail}")
+        _, _pid, self.main_thread_ident, self.collected = message
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def log_tail(self) -> str:
+        try:
+            data = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return data[-LOG_TAIL_CHARS:]
+
+    def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        """Send one request and wait for its ``done`` with the parent's clock."""
+        started = time.monotonic()
+        deadline = started + timeout
+        result = RunResult("done", self.pid, 0.0)
+        try:
+            self.conn.send(message)
+        except (OSError, BrokenPipeError):
+            return self._crashed(result, started)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._hung(result, started, timeout)
+            ready = wait([self.conn, self.process.sentinel], remaining)
+            if self.conn in ready:
+                try:
+                    kind, *body = self.conn.recv()
+                except (EOFError, OSError):
+                    return self._crashed(result, started)
+                if kind == "event":
+                    result.events.append(body[0])
+                elif kind == "report":
+                    result.reports.append(body[0])
+                    if on_report is not None:
+                        on_report(body[0])
+                elif kind == "done":
+                    result.payload = body[0]
+                    result.duration = time.monotonic() - started
+                    if result.payload.get("outcome") == "crash":  # poisoned process retired itself
+                        result.status = "crash"
+                        result.cause = str(result.payload.get("cause", ""))
+                        self.process.join(2.0)
+                        if self.alive:
+                            self.kill()
+                    return result
+            elif self.process.sentinel in ready and not self.conn.poll():
+                return self._crashed(result, started)
+
+    def _drain(self, result: RunResult) -> None:
+        """Messages the child sent just before it went silent carry the last lifecycle event."""
+        try:
+            while self.conn.poll():
+                kind, *body = self.conn.recv()
+                if kind == "event":
+                    result.events.append(body[0])
+                elif kind == "report":
+                    result.reports.append(body[0])
+        except (EOFError, OSError):
+            pass
+
+    def _crashed(self, result: RunResult, started: float) -> RunResult:
+        self._drain(result)
+        self.process.join(2.0)
+        result.status = "crash"
+        result.cause = crash_cause(self.process.exitcode)
+        result.duration = time.monotonic() - started
+        result.log_tail = self.log_tail()
+        return result
+
+    def _hung(self, result: RunResult, started: float, timeout: float) -> RunResult:
+        result.status = "hang"
+        result.cause = f"no result within {timeout:g}s"
+        self._drain(result)
+        result.python_stacks = self.python_stacks()
+        result.native_stacks = native_stacks(self.pid)
+        result.stuck_frame = stuck_frame(result.python_stacks, self.main_thread_ident)
+        self.kill()
+        result.duration = time.monotonic() - started
+        return result
+
+    def python_stacks(self) -> str:
+        """Ask the child's faulthandler for all threads' stacks and read what it wrote."""
+        before = self.stack_path.stat().st_size
+        try:
+            os.kill(self.pid, STACK_SIGNAL)
+        except ProcessLookupError:
+            return "(worker already gone)"
+        end = time.monotonic() + STACK_DUMP_WAIT_S
+        size, stable_since = before, time.monotonic()
+        while time.monotonic() < end:
+            time.sleep(0.02)
+            now_size = self.stack_path.stat().st_size
+            if now_size != size:
+                size, stable_since = now_size, time.monotonic()
+            elif size > before and time.monotonic() - stable_since > 0.05:
+                break  # written and quiet: the dump is complete
+        if size <= before:
+            return f"(faulthandler wrote nothing within {STACK_DUMP_WAIT_S}s)"
+        with open(self.stack_path, encoding="utf-8", errors="replace") as fh:
+            fh.seek(before)
+            return fh.read()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Polite shutdown: lets pytest mode tear down session fixtures."""
+        if self.alive:
+            try:
+                self.conn.send(("stop",))
+            except OSError:
+                pass
+            self.process.join(timeout)
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(TERM_GRACE_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(2.0)
+        self.conn.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _worker_entry(conn: Connection, stack_path: str, log_path: str, mode: str, setup: dict[str, Any]) -> None:
+    from fd_conformance.isolation_worker import main
+
+    main(conn, stack_path, log_path, mode, setup)
+
+
+def native_stacks(pid: int) -> str:
+    """``py-spy dump --native`` of the hung worker, bounded; says why when unavailable."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return "(py-spy not installed: `pip install py-spy` adds native stacks to hang reports)"
+    try:
+        done = subprocess.run(
+            [exe, "dump", "--pid", str(pid), "--native"],
+            capture_output=True,
+            text=True,
+            timeout=NATIVE_DUMP_WAIT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"(py-spy did not finish within {NATIVE_DUMP_WAIT_S}s)"
+    if done.returncode != 0:
+        return f"(py-spy failed: {(done.stderr or done.stdout).strip()[:300]})"
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """Result of one isolated callable: outcome + value or evidence."""
+
+    target: str
+    outcome: Literal["passed", "failed", "hang", "crash"]
+    run: RunResult
+
+    @property
+    def value(self) -> Any:
+        return self.run.payload.get("value")
+
+    @property
+    def finding(self) -> Finding | None:
+        return self.run.finding(self.target)
+
+
+class Watchdog:
+    """Keeps one worker alive for reuse and replaces it after a hang or crash."""
+
+    def __init__(self, mode: str = "call", setup: dict[str, Any] | None = None) -> None:
+        self.mode = mode
+        self.setup = setup
+        self.worker: WorkerProcess | None = None
+        self.started_workers = 0
+
+    def ensure_worker(self) -> WorkerProcess:
+        if self.worker is None or not self.worker.alive:
+            if self.worker is not None:
+                self.worker.kill()
+            self.worker = WorkerProcess(self.mode, self.setup)
+            self.started_workers += 1
+        return self.worker
+
+    def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+        worker = self.ensure_worker()
+        result = worker.run(message, timeout, on_report)
+        if result.status != "done":
+            worker.kill()
+            self.worker = None  # next request gets a fresh process
+        return result
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+def validate_timeout(value: Any, source: str) -> float:
+    """Timeouts come from options, markers and ini files; errors name which one."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{source}={value!r} is not a number of seconds", f"set {source} to e.g. 300") from None
+    if not seconds > 0:
+        raise UsageError(f"{source}={value!r} must be positive", f"set {source} to e.g. 300") from None
+    return seconds
+
+
+class IsolatedRunner(Watchdog):
+    """Run importable callables (``"module:qualname"``) in a reused spawned worker.
+
+    >>> with IsolatedRunner() as runner:
+    ...     outcome = runner.call("math:sqrt", 4.0, timeout=10)
+    """
+
+    def __init__(self) -> None:
+        super().__init__("call")
+
+    def call(self, target: str, *args: Any, timeout: float, **kwargs: Any) -> CheckOutcome:
+        if ":" not in target:
+            raise UsageError(f"check reference {target!r} has no ':'", "write it as 'package.module:function'")
+        timeout = validate_timeout(timeout, "timeout")
+        result = self.run(("call", target, args, kwargs), timeout)
+        outcome = result.status if result.status != "done" else result.payload.get("outcome", "failed")
+        return CheckOutcome(target, outcome, result)
+
+    def __enter__(self) -> IsolatedRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

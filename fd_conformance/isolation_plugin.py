@@ -1,0 +1,299 @@
+"""pytest integration of the isolation watchdog: isolated items run in a spawned pytest worker.
+
+Which items: ``@pytest.mark.isolated`` and ``@pytest.mark.conformance`` ones by default
+(``--fd-isolate=marked``), every item with ``--fd-isolate=all``, none with ``--fd-isolate=off``
+(for ``--pdb`` debugging). The parent replaces pytest's run of such an item with a request to
+its worker, re-emits the worker's reports through its own hooks (terminal, JUnit, xdist see a
+normal item) and, when the worker hangs or dies, a synthetic failed report carrying the HANG
+(FDC501) or crash (FDC502) evidence. ``--fd-results FILE`` appends one JSON line per test.
+
+pytest-timeout: for isolated items our watchdog wins. An in-process timer cannot fire while a C
+call holds the GIL, and its ``thread`` method would kill the whole session, so the item's
+pytest-timeout value (marker or ``--timeout``) becomes the watchdog deadline and pytest-timeout
+is disarmed for that item (a ``timeout(0)`` marker, in parent and worker). Non-isolated items
+keep pytest-timeout as usual. Under pytest-xdist each xdist worker owns its own isolation worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import time
+from typing import Any
+
+import pytest
+
+from fd_conformance.errors import UsageError
+from fd_conformance.isolation import RunResult, Watchdog, validate_timeout
+from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record
+from fd_conformance.isolation_worker import WORKER_ENV
+
+ISOLATE_CHOICES = ("marked", "all", "off")
+ISOLATE_HELP = (
+    "which tests run in a spawned isolation worker watched from outside: marked (default: tests marked "
+    "isolated or conformance), all, or off (run in-process, e.g. for --pdb)."
+)
+TIMEOUT_HELP = (
+    "default watchdog deadline in seconds for isolated tests (setup+call+teardown). Precedence: "
+    "isolated(timeout=) marker > pytest-timeout's timeout marker > --fd-timeout > --timeout > 300."
+)
+RESULTS_HELP = "append one JSON line per finished test to FILE (fsynced), for `fd-conformance report FILE`."
+ISOLATED_MARKER_HELP = (
+    "isolated(timeout=None): run this test in a spawned worker; a hang is killed after timeout seconds "
+    "and reported as FDC501 with stacks, a crash as FDC502; the session goes on."
+)
+DEFAULT_TIMEOUT_S = 300.0
+FINDINGS_PROP = "fd_findings"  # same user_properties key the suites plugin uses
+_CODE = re.compile(r"\bFDC\d{3}\b")
+
+CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fd-conformance isolation")
+    group.addoption("--fd-isolate", choices=ISOLATE_CHOICES, default="marked", help=ISOLATE_HELP)
+    group.addoption("--fd-timeout", default=None, metavar="SECONDS", help=TIMEOUT_HELP)
+    group.addoption("--fd-results", default=None, metavar="FILE", help=RESULTS_HELP)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", ISOLATED_MARKER_HELP)
+    try:
+        controller = IsolationController(config)
+    except UsageError as err:  # pytest prints a UsageError as one line and exits 4
+        raise pytest.UsageError(str(err)) from None
+    config.stash[CONTROLLER_KEY] = controller
+    config.pluginmanager.register(controller, "fd_isolation_controller")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    """True in xdist's controller (its workers carry ``workerinput``); decided from options
+    because xdist registers its session plugin after our pytest_configure may have run."""
+    if hasattr(config, "workerinput"):
+        return False
+    return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+
+
+def _marker_timeout(item: pytest.Item, name: str) -> Any:
+    marker = item.get_closest_marker(name)
+    if marker is None:
+        return None
+    if "timeout" in marker.kwargs:
+        return marker.kwargs["timeout"]
+    return marker.args[0] if marker.args else None
+
+
+class IsolationController:
+    """Parent-side state of one session: which items are isolated, the worker, the results log."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.in_worker = os.environ.get(WORKER_ENV) == "1"
+        self.mode = "off" if self.in_worker else str(config.getoption("fd_isolate", "marked"))
+        self.timeouts: dict[str, float] = {}
+        self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
+        self.next_isolated: dict[str, str | None] = {}
+        self.watchdog: Watchdog | None = None
+        self.extras: dict[str, dict[str, Any]] = {}
+        self.partial: dict[str, ResultRecord] = {}
+        self.log: ResultLog | None = None
+        results = config.getoption("fd_results", None)
+        # Under xdist the workers write (they see the isolation evidence); the controller would duplicate.
+        if results and not self.in_worker and not _is_xdist_controller(config):
+            self.log = ResultLog(results)
+        self.default_timeout = self._default_timeout()
+
+    def _default_timeout(self) -> float:
+        own = self.config.getoption("fd_timeout", None)
+        if own is not None:
+            return validate_timeout(own, "--fd-timeout")
+        theirs = self.config.getoption("timeout", None)  # pytest-timeout, when installed
+        if theirs:
+            return validate_timeout(theirs, "--timeout")
+        return DEFAULT_TIMEOUT_S
+
+    def wants(self, item: pytest.Item) -> bool:
+        if self.mode == "all":
+            return True
+        if self.mode == "marked":
+            return item.get_closest_marker("isolated") is not None or item.get_closest_marker("conformance") is not None
+        return False
+
+    # --- collection -------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)  # after deselection, so "next isolated item" is what really runs next
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        timeout_plugin = self.config.pluginmanager.hasplugin("timeout")
+        isolated: list[pytest.Item] = []
+        for item in items:
+            if not (self.in_worker or self.wants(item)):
+                continue
+            if not self.in_worker:
+                try:
+                    self.timeouts[item.nodeid] = self._item_timeout(item)
+                except UsageError as err:
+                    raise pytest.UsageError(str(err)) from None
+                isolated.append(item)
+                self.paths.add(str(item.path))
+            if timeout_plugin:  # our watchdog owns this item's clock (see module docstring)
+                item.add_marker(pytest.mark.timeout(0), append=False)
+        for current, following in zip(isolated, isolated[1:] + [None]):
+            self.next_isolated[current.nodeid] = following.nodeid if following is not None else None
+
+    def _item_timeout(self, item: pytest.Item) -> float:
+        for name, source in (("isolated", "@pytest.mark.isolated(timeout)"), ("timeout", "@pytest.mark.timeout")):
+            value = _marker_timeout(item, name)
+            if value is not None:
+                return validate_timeout(value, f"{source} on {item.nodeid}")
+        return self.default_timeout
+
+    # --- running ----------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        if item.nodeid not in self.timeouts:
+            return None  # in-process, pytest as usual
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        started = time.time()
+        result = self._ensure_watchdog().run(("item", item.nodeid, self.next_isolated.get(item.nodeid)), self.timeouts[item.nodeid])
+        reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d) for d in result.reports]
+        self.extras[item.nodeid] = {"isolated": True, "worker_pid": result.pid, "started": started}
+        if result.status == "done" and result.payload.get("outcome") == "failed":  # e.g. not collected there
+            reports = [_synthetic(item, "setup", str(result.payload.get("details", "")), [], result.duration)]
+        elif result.status != "done":
+            reports = self._with_evidence(item, reports, result)
+        if not any(r.when == "teardown" for r in reports):
+            reports.append(_synthetic(item, "teardown", None, [], 0.0))
+        for report in reports:
+            item.ihook.pytest_runtest_logreport(report=report)
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    def _ensure_watchdog(self) -> Watchdog:
+        if self.watchdog is None:
+            self.watchdog = Watchdog("pytest", self._worker_setup())
+        return self.watchdog
+
+    def _with_evidence(self, item: pytest.Item, reports: list[Any], result: RunResult) -> list[Any]:
+        finding = result.finding(item.nodeid)
+        assert finding is not None  # status is hang or crash here
+        text = f"{finding.format()}\n{result.describe()}"
+        self.extras[item.nodeid].update(
+            outcome=result.status,
+            cause=result.cause,
+            last_event=result.last_event,
+            python_stacks=result.python_stacks,
+            native_stacks=result.native_stacks,
+            stuck_frame=result.stuck_frame,
+            details=text,
+            findings=[finding.code],
+        )
+        props = [(FINDINGS_PROP, json.dumps([finding.to_dict()]))]
+        if result.payload.get("outcome") == "crash":  # worker retired itself after a complete, failed run
+            for report in reports:
+                if report.failed:
+                    report.user_properties.extend(props)
+                    report.sections.append(("fd-conformance isolation", text))
+            return reports
+        done = {r.when for r in reports}
+        in_flight = next(w for w in ("setup", "call", "teardown") if w not in done)
+        kept = [r for r in reports if r.when != in_flight]
+        kept.append(_synthetic(item, in_flight, text, props, result.duration))
+        return kept
+
+    def _worker_setup(self) -> dict[str, Any]:
+        """What the worker needs to rebuild this session's config (xdist's recipe, reduced)."""
+        config = self.config
+        overrides = {
+            "numprocesses": None,
+            "dist": "no",
+            "xmlpath": None,
+            "usepdb": False,
+            "looponfail": False,
+            "fd_results": None,
+            "markexpr": "",  # the parent already selected; the worker must not deselect again
+            "keyword": "",
+        }
+        try:
+            overrides["basetemp"] = str(config._tmp_path_factory.getbasetemp() / "fdc-isolation")  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - no tmp_path plugin: the worker picks its own
+            pass
+        option_dict: dict[str, Any] = {}
+        for key, value in {**vars(config.option), **overrides}.items():
+            try:
+                pickle.dumps(value)
+            except Exception:  # noqa: BLE001 - unpicklable plugin state stays in the parent
+                continue
+            option_dict[key] = value
+        paths = sorted(self.paths)
+        args = ["-p", "no:cacheprovider", f"--rootdir={config.rootpath}"]
+        if config.inipath is not None:
+            args += ["-c", str(config.inipath)]
+        for override in config.getoption("override_ini", None) or []:
+            args += ["-o", override]
+        return {"option_dict": option_dict, "args": args + paths}
+
+    # --- results ----------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.log is None:
+            return
+        record = self.partial.get(report.nodeid)
+        if record is None:
+            extras = self.extras.get(report.nodeid, {})
+            record = new_record(report.nodeid, started=extras.get("started", report.start or time.time()), pid=os.getpid())
+            self.partial[report.nodeid] = record
+        record["duration"] += report.duration
+        props = dict(report.user_properties)
+        record["case"] = str(props.get("fd_case", record["case"]))
+        record["check"] = str(props.get("fd_check", record["check"]))
+        for finding in json.loads(str(props.get(FINDINGS_PROP, "[]"))):
+            if finding.get("code") and finding["code"] not in record["findings"]:
+                record["findings"].append(finding["code"])
+        if report.failed:
+            record["outcome"] = "failed"
+            text = str(report.longrepr)
+            record["details"] += text
+            for code in _CODE.findall(text):
+                if code not in record["findings"]:
+                    record["findings"].append(code)
+        elif report.skipped and record["outcome"] == "passed":
+            record["outcome"] = "skipped"
+            record["details"] = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if report.when != "teardown":
+            return
+        record = self.partial.pop(report.nodeid)
+        extras = self.extras.pop(report.nodeid, {})
+        for key in ("isolated", "worker_pid", "cause", "last_event", "python_stacks", "native_stacks", "stuck_frame"):
+            if key in extras:
+                record[key] = extras[key]  # type: ignore[literal-required]
+        if "outcome" in extras:
+            record["outcome"] = extras["outcome"]
+            record["details"] = extras["details"]
+            record["findings"] = sorted(set(record["findings"]) | set(extras["findings"]))
+        record["finished"] = time.time()
+        self.log.append(record)
+
+    def pytest_sessionfinish(self) -> None:
+        if self.watchdog is not None:
+            self.watchdog.close()
+            self.watchdog = None
+        if self.log is not None:
+            self.log.close()
+
+
+def _synthetic(item: pytest.Item, when: str, text: str | None, props: list[tuple[str, str]], duration: float) -> pytest.TestReport:
+    now = time.time()
+    return pytest.TestReport(
+        nodeid=item.nodeid,
+        location=item.location,
+        keywords={name: 1 for name in item.keywords},
+        outcome="failed" if text else "passed",
+        longrepr=text,
+        when=when,  # type: ignore[arg-type]
+        duration=duration,
+        start=now - duration,
+        stop=now,
+        user_properties=props,
+    )
+

@@ -1,0 +1,1 @@
+"""Real hang and crash programs for the isolation regression tests (never collected directly)."""

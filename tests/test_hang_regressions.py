@@ -1,0 +1,186 @@
+"""Hang regressions through the pytest plugin: real hangs in an inner pytest session.
+
+Each inner session is a real ``python -m pytest`` subprocess, so what is asserted is what a CI
+job sees: the JSONL log, the JUnit XML and the exit code, with every other test still reported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fd_conformance.isolation_results import read_results
+
+TESTS = Path(__file__).parent
+CASES = TESTS / "hang_cases"
+SESSION_TIMEOUT_S = 1.5  # session_hangs.py's isolated(timeout=)
+REPORT_SLACK_S = 3.0
+
+
+def inner_pytest(tmp_path: Path, target: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    cmd = [sys.executable, "-m", "pytest", str(target), "-p", "no:cacheprovider", "-q", *extra]
+    full_env = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
+    done = subprocess.run(cmd, cwd=TESTS.parent, capture_output=True, text=True, timeout=240, env=full_env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def by_test(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["nodeid"].split("::", 1)[1]: dict(r) for r in read_results(path)}
+
+
+def test_cpu_session_survives_every_hang_and_crash_class(tmp_path: Path) -> None:
+    results, junit = tmp_path / "r.jsonl", tmp_path / "junit.xml"
+    rc, out = inner_pytest(tmp_path, CASES / "session_hangs.py", f"--fd-results={results}", f"--junitxml={junit}")
+    assert rc == 1, out
+    got = by_test(results)
+    assert len(got) == 11, out  # no test lost
+    for name in ("test_before", "test_between", "test_after"):
+        assert got[name]["outcome"] == "passed"
+    for kind in ("python_loop", "c_wait_gil_released", "c_call_holding_gil", "thread_deadlock"):
+        record = got[f"test_hang[{kind}]"]
+        assert record["outcome"] == "hang" and record["findings"] == ["FDC501"]
+        assert record["duration"] < SESSION_TIMEOUT_S + REPORT_SLACK_S
+        assert f"in {kind}" in record["stuck_frame"]
+        assert record["last_event"].startswith("hang:")
+        assert record["isolated"] is True
+    assert got["test_segfault"]["cause"].startswith("SIGSEGV")
+    assert got["test_exit_code"]["cause"].startswith("os._exit(3)")
+    assert got["test_memory_error"]["cause"].startswith("out of memory")
+    assert all(got[t]["findings"] == ["FDC502"] for t in ("test_segfault", "test_exit_code", "test_memory_error"))
+    assert got["test_plain_failure"]["outcome"] == "failed" and got["test_plain_failure"]["findings"] == []
+    cases = ET.parse(junit).getroot().iter("testcase")
+    assert len(list(cases)) == 11  # the JUnit report was written too: the session ended normally
+    assert "FDC501" in out and "stuck frame" in out
+
+
+def test_pytest_timeout_value_becomes_the_watchdog_deadline(tmp_path: Path) -> None:
+    """--timeout=1 with the thread method: in-process it would os._exit the whole session on the
+    python loop; isolated, our watchdog uses the 1 s, kills only the worker, and the next test runs."""
+    results = tmp_path / "r.jsonl"
+    rc, out = inner_pytest(
+        tmp_path,
+        CASES / "timeout_interplay.py",
+        "--timeout=1",
+        "--timeout-method=thread",
+        f"--fd-results={results}",
+        "-k",
+        "not orphan",
+    )
+    got = by_test(results)
+    assert rc == 1, out
+    assert got["test_isolated_python_loop"]["outcome"] == "hang"
+    assert got["test_isolated_python_loop"]["cause"] == "no result within 1s"
+    assert got["test_plain_after"]["outcome"] == "passed"
+    assert "Timeout" not in out  # pytest-timeout never fired
+
+
+def test_pytest_timeout_alone_loses_the_session(tmp_path: Path) -> None:
+    """The known-bad variant the watchdog exists for: isolation off, thread method on."""
+    rc, out = inner_pytest(
+        tmp_path, CASES / "timeout_interplay.py", "--timeout=1", "--timeout-method=thread", "--fd-isolate=off",
+        "-k", "not orphan", f"--junitxml={tmp_path / 'j.xml'}",
+    )
+    assert "Timeout" in out
+    assert "1 passed" not in out and not (tmp_path / "j.xml").exists()  # later test and JUnit lost
+
+
+def test_under_xdist_each_result_is_written_once(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    results = tmp_path / "r.jsonl"
+    rc, out = inner_pytest(tmp_path, CASES / "timeout_interplay.py", "-n", "1", "--fd-timeout=1", f"--fd-results={results}", "-k", "not orphan")
+    records = read_results(results)
+    assert rc == 1, out
+    assert sorted((r["nodeid"].split("::")[1], r["outcome"]) for r in records) == [
+        ("test_isolated_python_loop", "hang"),
+        ("test_plain_after", "passed"),
+    ]
+
+
+def test_killing_the_controller_loses_only_the_test_in_flight(tmp_path: Path) -> None:
+    results, pid_file = tmp_path / "r.jsonl", tmp_path / "worker.pid"
+    cmd = [sys.executable, "-m", "pytest", str(CASES / "timeout_interplay.py"), "-p", "no:cacheprovider", "-q",
+           "--fd-timeout=120", f"--fd-results={results}", "-k", "orphan or plain"]
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "FDC_TEST_PID_FILE": str(pid_file)}
+    controller = subprocess.Popen(cmd, cwd=TESTS.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker_pid = int(pid_file.read_text())
+    finally:
+        controller.send_signal(signal.SIGKILL)
+        controller.wait(10)
+    assert [r["nodeid"].split("::")[1] for r in read_results(results)] == ["test_plain_after"]
+    deadline = time.monotonic() + 5  # the orphaned worker dies with its parent (PR_SET_PDEATHSIG)
+    while Path(f"/proc/{worker_pid}").exists() and time.monotonic() < deadline:
+        state = Path(f"/proc/{worker_pid}/stat").read_text().split()[2] if Path(f"/proc/{worker_pid}/stat").exists() else "X"
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        return
+    assert not Path(f"/proc/{worker_pid}").exists() or state == "Z", "orphaned worker still running"
+
+
+def test_bad_fd_timeout_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    rc, out = inner_pytest(tmp_path, CASES / "timeout_interplay.py", "--fd-timeout=soon")
+    assert rc == 4
+    assert "--fd-timeout='soon' is not a number of seconds; fix:" in out
+
+
+# --- GPU: run by the lead on the H200 -------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_spin_kernel_is_reported_as_hang() -> None:
+    from fd_conformance.isolation import IsolatedRunner
+
+    with IsolatedRunner() as runner:
+        outcome = runner.call("hang_cases.gpu_hangs:spin_kernel", timeout=20)
+        print(f"gpu spin: outcome={outcome.outcome} cause={outcome.run.cause} frame={outcome.run.stuck_frame}")
+        print(outcome.run.native_stacks[:2000])
+        assert outcome.outcome == "hang" and outcome.finding is not None and outcome.finding.code == "FDC501"
+        assert "spin_kernel" in outcome.run.stuck_frame
+        assert runner.call("hang_cases.hangs:passes", 1, timeout=60).outcome == "passed"
+
+
+@pytest.mark.gpu
+def test_gpu_mtp_order_hang_or_caught_by_lifecycle_rule() -> None:
+    """Whatever the H200 does with the wrong order (hang, error, completes) is printed as data;
+    the kit must report it as FDC501 or catch the order as FDC202. The fixed order completes clean."""
+    from fd_conformance.isolation import IsolatedRunner
+
+    with IsolatedRunner() as runner:
+        wrong = runner.call("hang_cases.gpu_hangs:collective_graph_order", True, timeout=60)
+        fixed = runner.call("hang_cases.gpu_hangs:collective_graph_order", False, timeout=60)
+    print(f"MTP wrong order: outcome={wrong.outcome} value={wrong.value} cause={wrong.run.cause} "
+          f"last_event={wrong.run.last_event} frame={wrong.run.stuck_frame}")
+    print(f"MTP fixed order: outcome={fixed.outcome} value={fixed.value}")
+    if wrong.outcome == "hang":
+        assert wrong.finding is not None and wrong.finding.code == "FDC501"
+        assert "group" in wrong.run.last_event or "mtp" in wrong.run.last_event
+    elif wrong.outcome == "passed":
+        assert "FDC202" in wrong.value["findings"]
+    else:
+        assert wrong.outcome in ("failed", "crash"), wrong.run.describe()
+    assert fixed.outcome == "passed" and fixed.value == {"completed": True, "findings": []}
+
+
+@pytest.mark.gpu
+def test_gpu_illegal_address_is_a_crash_with_cause() -> None:
+    from fd_conformance.isolation import IsolatedRunner
+
+    with IsolatedRunner() as runner:
+        outcome = runner.call("hang_cases.gpu_hangs:illegal_address", timeout=60)
+        print(f"illegal address: outcome={outcome.outcome} cause={outcome.run.cause}")
+        assert outcome.outcome == "crash" and "CUDA" in outcome.run.cause
+        assert runner.call("hang_cases.hangs:passes", 1, timeout=60).outcome == "passed"

@@ -1,0 +1,172 @@
+"""The watchdog and worker, driven directly (call mode): real hangs, real crashes, real stacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fd_conformance import cli
+from fd_conformance.errors import UsageError
+from fd_conformance.isolation import IsolatedRunner, crash_cause, stuck_frame, validate_timeout
+from fd_conformance.isolation_results import ResultLog, new_record, read_results
+from fd_conformance.isolation_worker import classify_error
+
+sys.path.insert(0, str(Path(__file__).parent))  # the worker imports hang_cases from the same sys.path
+
+HANG_TIMEOUT_S = 1.0
+REPORT_SLACK_S = 3.0  # the issue's bound: HANG reported within timeout + 3 s
+
+
+@pytest.fixture(scope="module")
+def runner() -> IsolatedRunner:
+    with IsolatedRunner() as shared:
+        yield shared
+
+
+def test_worker_is_reused_across_passing_checks(runner: IsolatedRunner) -> None:
+    first = runner.call("hang_cases.hangs:passes", 1, timeout=30)
+    second = runner.call("hang_cases.hangs:passes", x=5, timeout=30)
+    assert (first.outcome, first.value, second.value) == ("passed", 2, 6)
+    assert first.run.pid == second.run.pid  # framework import would be paid once
+    assert first.finding is None
+
+
+@pytest.mark.parametrize("kind", ["python_loop", "c_wait_gil_released", "c_call_holding_gil", "thread_deadlock"])
+def test_every_hang_class_is_killed_with_evidence(runner: IsolatedRunner, kind: str) -> None:
+    started = time.monotonic()
+    outcome = runner.call(f"hang_cases.hangs:{kind}", timeout=HANG_TIMEOUT_S)
+    elapsed = time.monotonic() - started
+    assert outcome.outcome == "hang"
+    assert outcome.finding is not None and outcome.finding.code == "FDC501"
+    assert elapsed < HANG_TIMEOUT_S + REPORT_SLACK_S
+    assert f"in {kind}" in outcome.run.stuck_frame  # the stuck frame names the hanging function
+    assert outcome.run.last_event.startswith("hang:")  # streamed before the child went silent
+    assert "most recent call first" in outcome.run.python_stacks
+    if shutil.which("py-spy"):
+        assert kind in outcome.run.native_stacks
+    # the hung worker was replaced: the next check runs in a fresh process
+    after = runner.call("hang_cases.hangs:passes", 1, timeout=30)
+    assert after.outcome == "passed" and after.run.pid != outcome.run.pid
+
+
+def test_deadlock_stacks_show_both_threads(runner: IsolatedRunner) -> None:
+    outcome = runner.call("hang_cases.hangs:thread_deadlock", timeout=HANG_TIMEOUT_S)
+    assert outcome.run.python_stacks.count("in take") == 2
+
+
+def test_runtime_events_stream_to_the_parent(runner: IsolatedRunner) -> None:
+    outcome = runner.call("hang_cases.hangs:hang_after_runtime_events", timeout=HANG_TIMEOUT_S)
+    assert outcome.outcome == "hang"
+    assert outcome.run.last_event.startswith("group_shutdown tp")
+    assert any(e.startswith("graph_captured decode-bs8 [draft]") for e in outcome.run.events)
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause"),
+    [
+        ("segfault", "SIGSEGV"),
+        ("exit_without_result", "os._exit(3)"),
+        ("memory_error", "out of memory: MemoryError"),
+    ],
+)
+def test_crashes_report_their_cause_and_the_next_check_runs(runner: IsolatedRunner, kind: str, cause: str) -> None:
+    outcome = runner.call(f"hang_cases.hangs:{kind}", timeout=30)
+    assert outcome.outcome == "crash"
+    assert outcome.finding is not None and outcome.finding.code == "FDC502"
+    assert outcome.run.cause.startswith(cause)
+    assert runner.call("hang_cases.hangs:passes", 1, timeout=30).outcome == "passed"
+
+
+def test_plain_failure_is_not_a_crash(runner: IsolatedRunner) -> None:
+    before = runner.call("hang_cases.hangs:passes", 1, timeout=30).run.pid
+    outcome = runner.call("hang_cases.hangs:fails", timeout=30)
+    assert outcome.outcome == "failed" and outcome.finding is None
+    assert "plain failure, not a crash" in outcome.run.payload["details"]
+    assert outcome.run.pid == before  # a failure does not cost a worker
+
+
+def test_lifecycle_rule_catches_the_mtp_order_through_isolation(runner: IsolatedRunner) -> None:
+    """CPU twin of the GPU MTP test: gloo group + host graph; FDC202 only for the wrong order."""
+    pytest.importorskip("torch")
+    wrong = runner.call("hang_cases.gpu_hangs:collective_graph_order", True, "cpu", timeout=120)
+    fixed = runner.call("hang_cases.gpu_hangs:collective_graph_order", False, "cpu", timeout=120)
+    assert wrong.outcome == "passed", wrong.run.payload.get("details")
+    assert wrong.value["findings"] == ["FDC202"]
+    assert fixed.value == {"completed": True, "findings": []}
+
+
+def test_sticky_cuda_and_oom_texts_are_crash_causes() -> None:
+    assert classify_error("RuntimeError: CUDA error: an illegal memory access was encountered").startswith(
+        "CUDA sticky error"
+    )
+    assert classify_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate").startswith("out of memory")
+    assert classify_error("AssertionError: outputs differ") is None
+
+
+def test_crash_cause_names_signal_and_exit_code() -> None:
+    assert crash_cause(-11).startswith("SIGSEGV")
+    assert "OOM killer" in crash_cause(-9)
+    assert crash_cause(3) == "os._exit(3) (worker exited without reporting a result)"
+
+
+def test_stuck_frame_skips_stdlib_and_picks_the_main_thread() -> None:
+    dump = (
+        "Thread 0x00000000000000aa (most recent call first):\n"
+        '  File "/elsewhere/other.py", line 3 in helper\n'
+        "\n"
+        "Current thread 0x00000000000000bb (most recent call first):\n"
+        f'  File "{Path(json.__file__)}", line 1 in loads\n'
+        '  File "/proj/model.py", line 42 in clear_graphs\n'
+    )
+    assert stuck_frame(dump, 0xBB) == 'File "/proj/model.py", line 42 in clear_graphs'
+
+
+@pytest.mark.parametrize("value", ["abc", 0, -1, None])
+def test_bad_timeouts_are_usage_errors_naming_their_source(value: object) -> None:
+    with pytest.raises(UsageError, match="--fd-timeout"):
+        validate_timeout(value, "--fd-timeout")
+
+
+def test_check_reference_without_colon_is_a_usage_error(runner: IsolatedRunner) -> None:
+    with pytest.raises(UsageError, match="module:function"):
+        runner.call("hang_cases.hangs.passes", timeout=5)
+
+
+def _record(nodeid: str, outcome: str) -> dict:
+    record = new_record(nodeid, started=1.0, pid=1)
+    record["outcome"] = outcome  # type: ignore[typeddict-item]
+    return record
+
+
+def test_results_log_survives_a_torn_tail_and_report_rebuilds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.jsonl"
+    log = ResultLog(path)
+    log.append(_record("t.py::a", "passed"))  # type: ignore[arg-type]
+    log.append(_record("t.py::b", "hang"))  # type: ignore[arg-type]
+    log.close()
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"nodeid": "t.py::c", "outc')  # writer killed mid-line
+    assert [r["nodeid"] for r in read_results(path)] == ["t.py::a", "t.py::b"]
+    assert cli.main(["report", str(path)]) == 1  # a hang is a violation
+    out = capsys.readouterr().out
+    assert "t.py::a" in out and "t.py::b" in out
+
+
+def test_report_exit_zero_when_all_pass(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(_record("t.py::a", "passed")) + "\n")
+    assert cli.main(["report", str(path)]) == 0
+
+
+def test_report_bad_input_is_one_line_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('not json\n{"nodeid": "x", "outcome": "passed"}\n')
+    assert cli.main(["report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("fix:" in line for line in err)
