@@ -16,24 +16,36 @@ from __future__ import annotations
 import argparse
 import ast
 import bisect
+import contextlib
 import dataclasses
 import fnmatch
 import functools
+import gc
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fd_conformance.errors import EXIT_OK, EXIT_VIOLATIONS, UsageError
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.lint_config import CANONICAL, LEGACY, LintConfig, load_config
 
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+#: Below this many files a process pool costs more (start-up, pickling) than it saves.
+MIN_PARALLEL_FILES = 400
 FORMAT_HELP = "output format: text (path:line:col: CODE message), json, sarif (2.1.0), github (workflow annotations)"
 CONFIG_HELP = "TOML file with lint settings (default: [tool.fd-conformance.lint] of the nearest pyproject.toml)"
 FIX_HELP = "rewrite legacy clear_grpah_opt_backend definitions and calls to the canonical name, keeping an alias"
 OUTPUT_HELP = "write the report to FILE instead of stdout (e.g. a .sarif file for upload)"
+CONTEXT_HELP = ("project root in which base classes of the given files are looked up (default: nearest "
+                "pyproject.toml or .git above them); findings are still reported for the given files only")
+NO_CONTEXT_HELP = "judge the given files on their own: no base-class lookup in the surrounding tree"
+JOBS_HELP = f"worker processes for parsing (0 = one per CPU, the default; used from {MIN_PARALLEL_FILES} files)"
 
 FORMATS = ("text", "json", "sarif", "github")
 SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
@@ -41,6 +53,8 @@ SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 # rules guard against hangs and leaks, so silencing them must be deliberate and named.
 _NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>FDC\d{3}(?:\s*,\s*FDC\d{3})*)", re.IGNORECASE)
 _ABSTRACT_BASES = frozenset({"ABC", "Protocol"})
+# ``class`` can only begin a line's statement (never after ``;`` or a one-line compound header).
+_CLASS_STATEMENT = re.compile(r"^[ \t]*class\b", re.MULTILINE)
 # Expressions and simple statements cannot hold a class or def, so when none of their lines is
 # "hot" (see _hot_lines) the walk may skip them whole; compound statements are always entered.
 _GATED = (ast.expr, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise,
@@ -79,6 +93,7 @@ class LintResult:
 
     findings: list[Finding]
     files_scanned: int
+    context_files_parsed: int = 0  # files outside the given ones parsed for their classes only
 
     @property
     def exit_code(self) -> int:
@@ -173,6 +188,19 @@ def _hot_lines(source: str, names: frozenset[str]) -> list[int]:
         while pos != -1:
             positions.append(pos)
             pos = source.find(needle, pos + 1)
+    return _line_numbers(source, positions)
+
+
+def _class_lines(source: str) -> list[int]:
+    """Sorted lines that may start a class statement: a function body without one (and without a
+    hot line) holds nothing the rules need, so the walk skips it whole."""
+    if "class" not in source:
+        return []
+    return _line_numbers(source, [m.start() for m in _CLASS_STATEMENT.finditer(source)])
+
+
+def _line_numbers(source: str, positions: list[int]) -> list[int]:
+    """1-based, deduplicated line numbers of character offsets."""
     positions.sort()
     lines: list[int] = []
     line, prev = 1, 0
@@ -207,6 +235,7 @@ class _Scanner:
         self.clear = config.all_graph_clear_calls
         self.scan = FileScan(path)
         self.hot: list[int] = []
+        self.class_lines: list[int] = []
 
     # -- findings
     def _loc(self, line: int, col_offset: int, obj: str | None = None) -> Location:
@@ -239,12 +268,12 @@ class _Scanner:
     # -- walk
     def run(self, tree: ast.Module, source: str) -> FileScan:
         self.hot = _hot_lines(source, self.release | self.clear)
+        self.class_lines = _class_lines(source)
         self._body(tree.body, None, None, (), ())
         return self.scan
 
     def _hot(self, node: ast.expr | ast.stmt) -> bool:
-        i = bisect.bisect_left(self.hot, node.lineno)
-        return i < len(self.hot) and self.hot[i] <= (node.end_lineno or node.lineno)
+        return _any_within(self.hot, node.lineno, node.end_lineno or node.lineno)
 
     def _body(self, stmts: Sequence[ast.AST], cls: ClassInfo | None, calls: list[_Call] | None,
               guards: tuple[ast.expr, ...], branches: tuple[tuple[int, int], ...]) -> None:
@@ -282,6 +311,9 @@ class _Scanner:
         for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
             if expr is not None:
                 self._node(expr, cls, calls, guards, branches)
+        end = node.end_lineno or node.lineno
+        if not _any_within(self.hot, node.lineno, end) and not _any_within(self.class_lines, node.lineno, end):
+            return  # no rule name and no class inside: nothing to find in the body (most methods)
         own_calls: list[_Call] = []
         self._body(node.body, None, own_calls, (), ())
         self._order_rule(own_calls, owner)
@@ -384,6 +416,12 @@ class _Scanner:
             )
 
 
+def _any_within(lines: list[int], first: int, last: int) -> bool:
+    """Does the sorted ``lines`` hold a line in ``first..last``? (bisect: O(log n))."""
+    i = bisect.bisect_left(lines, first)
+    return i < len(lines) and lines[i] <= last
+
+
 def _exclusive(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
     branch_of = dict(a)
     return any(node in branch_of and branch_of[node] != side for node, side in b)
@@ -427,7 +465,7 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
                         yield full
 
 
-def _display(path: Path, root: Path) -> str:
+def display_path(path: Path, root: Path) -> str:
     """Path as reports print it: relative to the root when inside it, POSIX separators."""
     try:
         return path.resolve().relative_to(root).as_posix()
@@ -435,32 +473,101 @@ def _display(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None) -> list[FileScan]:
-    """Parse every file once; the per-file scans feed both the rules and ``--fix``."""
+_display = display_path  # the name lint_fix and older callers use
+
+
+def read_and_scan(file: Path, shown: str, config: LintConfig) -> FileScan:
+    """Read one file (UTF-8) and scan it; an unreadable file becomes an FDC100 finding."""
+    try:
+        source = file.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        scan = FileScan(shown)
+        scan.findings.append(make_finding("FDC100", f"cannot read: {err}", "make the file readable UTF-8",
+                                          Location(path=shown, line=1, col=1)))
+        return scan
+    return scan_source(source, shown, config)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing allocates millions of AST nodes that die with their file; the cyclic collector
+    re-traversing the growing result lists meanwhile costs ~10-15% and frees nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _scan_batch(batch: Sequence[tuple[str, str]], config: LintConfig) -> list[FileScan]:
+    """One worker's share (top level so a spawned/forkserver worker can unpickle it)."""
+    with _gc_paused():
+        return [read_and_scan(Path(file), shown, config) for file, shown in batch]
+
+
+def default_jobs() -> int:
+    """CPUs this process may run on (affinity-aware: a CI container often gets fewer than the host)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def _fork_context() -> BaseContext | None:
+    """A fork context when forking is safe here, else None (then the scan runs serially).
+
+    Only fork: spawn and forkserver re-run the caller's ``__main__`` in each worker, which breaks
+    (or re-executes) any script that calls the linter without an ``if __name__ == "__main__"``
+    guard. Fork is unsafe only with other threads alive (one may hold a lock the child needs).
+    """
+    import multiprocessing  # lazily: a pre-commit run on a few files never needs it
+    import threading
+
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        return None
+    return multiprocessing.get_context("fork")
+
+
+def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None,
+               jobs: int = 1) -> list[FileScan]:
+    """Parse every file once; the per-file scans feed both the rules and ``--fix``.
+
+    ``jobs`` > 1 parses in that many worker processes when there are at least
+    :data:`MIN_PARALLEL_FILES` files (ast.parse holds the GIL, so threads would not help);
+    results keep the serial order, so the report is identical.
+    """
     root = (root or Path.cwd()).resolve()
-    scans: list[FileScan] = []
-    for file in iter_python_files([Path(p) for p in paths], config, root):
-        shown = _display(file, root)
-        try:
-            source = file.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            scan = FileScan(shown)
-            scan.findings.append(make_finding("FDC100", f"cannot read: {err}", "make the file readable UTF-8",
-                                              Location(path=shown, line=1, col=1)))
-            scans.append(scan)
-            continue
-        scans.append(scan_source(source, shown, config))
-    return scans
+    work = [(str(file), display_path(file, root)) for file in iter_python_files([Path(p) for p in paths], config, root)]
+    jobs = min(jobs, len(work) // (MIN_PARALLEL_FILES // 2) or 1)
+    context = _fork_context() if jobs > 1 and len(work) >= MIN_PARALLEL_FILES else None
+    if context is None:
+        return _scan_batch(work, config)
+    # Several batches per worker even out files of uneven size; contiguous slices keep the order.
+    size = -(-len(work) // (jobs * 4))
+    batches = [work[i:i + size] for i in range(0, len(work), size)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        return [scan for part in pool.map(_scan_batch, batches, [config] * len(batches)) for scan in part]
 
 
-def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig) -> Iterator[tuple[FileScan, Finding]]:
-    """FDC001 needs every class of the tree: bases and inherited clears resolve across files."""
+def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig,
+                      context: Sequence[FileScan] = ()) -> Iterator[tuple[FileScan, Finding]]:
+    """FDC001 needs every class of the tree: bases and inherited clears resolve across files.
+
+    ``context`` scans only lend their classes (as bases); only classes of ``scans`` are reported.
+    """
     by_name: dict[str, list[ClassInfo]] = {}
     owner: dict[int, FileScan] = {}
     for scan in scans:
         for info in scan.classes:
             by_name.setdefault(info.name, []).append(info)
             owner[id(info)] = scan
+    for scan in context:
+        for info in scan.classes:
+            by_name.setdefault(info.name, []).append(info)
     wrapper_bases = frozenset(config.wrapper_bases)
     memo: dict[str, tuple[bool, bool]] = {}
 
@@ -487,6 +594,8 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig) -> Iterator
 
     for name, infos in by_name.items():
         for info in infos:
+            if id(info) not in owner:
+                continue  # a context class: lends inheritance, is not being linted
             if info.abstract or name in wrapper_bases or _matches(name, config.exclude_classes):
                 continue
             provides, descends = lineage(info, frozenset({name}))
@@ -502,10 +611,11 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig) -> Iterator
                 )
 
 
-def collect_findings(scans: Sequence[FileScan], config: LintConfig) -> list[Finding]:
-    """Cross-file rule, suppression, severity overrides, stable order."""
+def collect_findings(scans: Sequence[FileScan], config: LintConfig,
+                     context: Sequence[FileScan] = ()) -> list[Finding]:
+    """Cross-file rule, suppression, severity overrides, stable order (``context``: see above)."""
     pending = [(scan, f) for scan in scans for f in scan.findings]
-    pending.extend(_wrapper_findings(scans, config))
+    pending.extend(_wrapper_findings(scans, config, context))
     findings: list[Finding] = []
     for scan, finding in pending:
         if finding.code in scan.noqa.get(finding.location.line or 0, ()):
@@ -518,13 +628,33 @@ def collect_findings(scans: Sequence[FileScan], config: LintConfig) -> list[Find
     return findings
 
 
-def lint_paths(paths: Sequence[str | Path], config: LintConfig | None = None, root: Path | None = None) -> LintResult:
-    """Lint files and directories; ``config`` defaults to the nearest pyproject.toml's settings."""
+def lint_paths(paths: Sequence[str | Path], config: LintConfig | None = None, root: Path | None = None, *,
+               context: Path | None = None, use_context: bool = True, jobs: int = 1) -> LintResult:
+    """Lint files and directories; ``config`` defaults to the nearest pyproject.toml's settings.
+
+    When files are named one by one (pre-commit passes only the changed ones), base classes they
+    leave unresolved are looked up in ``context`` (default: the project root above them, see
+    :func:`fd_conformance.lint_context.find_project_root`); findings are reported for the given
+    paths only. Directory-only runs are self-contained, as before. ``jobs``: worker processes for
+    large trees, 0 = one per available CPU, 1 = serial (the default for library callers).
+    """
     if not paths:
         raise UsageError("no paths to lint", "pass one or more files or directories")
+    if context is not None and not context.is_dir():
+        raise UsageError(f"context {context} is not a directory", "pass the project root to --context")
     cfg = config if config is not None else load_config(Path(paths[0]))
-    scans = scan_paths(paths, cfg, root)
-    return LintResult(collect_findings(scans, cfg), len(scans))
+    scans = scan_paths(paths, cfg, root, jobs=jobs or default_jobs())
+    files = [Path(p) for p in paths if Path(p).is_file()]
+    context_scans: list[FileScan] = []
+    if use_context and (files or context is not None):
+        from fd_conformance.lint_context import find_project_root, resolve_context
+
+        tree = context or find_project_root(files or [Path(p) for p in paths])
+        if tree is not None:
+            display_root = (root or Path.cwd()).resolve()
+            given = list(iter_python_files([Path(p) for p in paths], cfg, display_root))
+            context_scans, _ = resolve_context(scans, given, cfg, display_root, tree)
+    return LintResult(collect_findings(scans, cfg, context_scans), len(scans), len(context_scans))
 
 
 # --------------------------------------------------------------------------- CLI
@@ -537,7 +667,21 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--fix", action="store_true", help=FIX_HELP)
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help=OUTPUT_HELP)
+    parser.add_argument("--context", type=Path, default=None, metavar="DIR", help=CONTEXT_HELP)
+    parser.add_argument("--no-context", action="store_true", help=NO_CONTEXT_HELP)
+    parser.add_argument("-j", "--jobs", type=_jobs_value, default=0, metavar="N", help=JOBS_HELP)
     parser.set_defaults(func=run_cli)
+
+
+def _jobs_value(text: str) -> int:
+    """argparse type for --jobs: a count >= 0, with an error that says how to fix it."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 0 (0 = one per CPU), got {text!r}")
+    return value
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -550,7 +694,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
         for changed in fix_paths(args.paths, config):
             print(f"fixed {changed}", file=sys.stderr)
-    result = lint_paths(args.paths, config)
+    if args.context is not None and args.no_context:
+        raise UsageError("--context and --no-context contradict each other", "pass only one of them")
+    result = lint_paths(args.paths, config, context=args.context, use_context=not args.no_context, jobs=args.jobs)
     text = render(result, args.format)
     if args.output is not None:
         try:

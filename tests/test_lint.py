@@ -339,3 +339,148 @@ def test_helper_call_with_draft_argument_is_guard_checked(tmp_path: Path) -> Non
     cfg = LintConfig(graph_clear_calls=("clear_graphs_of",))
     assert codes_at(src, cfg) == [("FDC102", 3)]
     assert codes_at(src) == []  # not a graph-clear call unless configured
+
+
+# --------------------------------------------------------------------------- given files + project context
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+
+
+def _found(result: object) -> set[tuple[str, str, int]]:
+    return {(f.code, f.location.path or "", f.location.line or 0) for f in result.findings}  # type: ignore[attr-defined]
+
+
+def test_wrapper_found_through_a_base_in_an_unchanged_file(tmp_path: Path) -> None:
+    """Discovery through bases: Leaf matches no pattern and is a wrapper only because Mid (in an
+    unchanged file) descends from ModelForCausalLM. Mid's own FDC001 is not the given file's."""
+    _write(tmp_path, {
+        "pyproject.toml": "",
+        "pkg/mid.py": "class Mid(ModelForCausalLM):\n    def forward(self): ...\n",
+        "pkg/leaf.py": "from pkg.mid import Mid\n\nclass Leaf(Mid):\n    pass\n",
+    })
+    result = lint_paths([tmp_path / "pkg" / "leaf.py"], DEFAULTS, root=tmp_path)
+    assert _found(result) == {("FDC001", "pkg/leaf.py", 3)}
+    assert result.context_files_parsed == 1
+    alone = lint_paths([tmp_path / "pkg" / "leaf.py"], DEFAULTS, root=tmp_path, use_context=False)
+    assert _found(alone) == set()  # judged alone, Leaf is not even recognised as a wrapper
+
+
+def test_context_parses_only_files_that_may_define_the_missing_bases(tmp_path: Path) -> None:
+    files = {f"pkg/other_{i}.py": f"class Other{i}:\n    def clear_parameters(self): ...\n" for i in range(30)}
+    files.update({
+        "pyproject.toml": "",
+        "pkg/base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
+        # Mentions "class Base" inside a string: parsed (the text filter is a superset), lends nothing.
+        "pkg/docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
+        "pkg/llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
+        "pkg/qwen.py": "class QwenForCausalLM(Middle):\n    pass\n",
+        "pkg/middle.py": 'class Middle:\n    """Not Base."""\n',
+    })
+    _write(tmp_path, files)
+    good = lint_paths([tmp_path / "pkg" / "llama.py"], DEFAULTS, root=tmp_path)
+    assert _found(good) == set() and good.context_files_parsed == 2  # base.py and docs.py, not the 30 others
+    bad = lint_paths([tmp_path / "pkg" / "qwen.py"], DEFAULTS, root=tmp_path)
+    assert _found(bad) == {("FDC001", "pkg/qwen.py", 1)} and bad.context_files_parsed == 1
+
+
+def test_a_string_that_looks_like_a_base_lends_no_clear_method(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        ".git/HEAD": "",
+        "docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
+        "llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
+    })
+    assert _found(lint_paths([tmp_path / "llama.py"], DEFAULTS, root=tmp_path)) == {("FDC001", "llama.py", 1)}
+
+
+def test_local_definition_wins_over_the_context(tmp_path: Path) -> None:
+    # The module's own Base (no clear) is the one Python binds; another file's Base must not hide the defect.
+    _write(tmp_path, {
+        "pyproject.toml": "",
+        "base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
+        "llama.py": "class Base:\n    pass\n\n\nclass LlamaForCausalLM(Base):\n    pass\n",
+    })
+    result = lint_paths([tmp_path / "llama.py"], DEFAULTS, root=tmp_path)
+    assert _found(result) == {("FDC001", "llama.py", 5)} and result.context_files_parsed == 0
+
+
+def test_each_file_alone_reports_what_the_full_tree_reports_for_it() -> None:
+    """Pre-commit on any one file of the FastDeploy defect tree gives exactly that file's share
+    of the full-tree report (the property the context lookup exists for)."""
+    tree = FIXTURES / "fastdeploy_defects"
+    full = lint_paths([tree], DEFAULTS, root=tree)
+    files = sorted(tree.rglob("*.py"))
+    assert len(files) >= 8
+    for file in files:
+        shown = file.relative_to(tree).as_posix()
+        alone = lint_paths([file], DEFAULTS, root=tree, context=tree)
+        assert [f.format() for f in alone.findings] == [f.format() for f in full.findings if f.location.path == shown]
+
+
+def test_explicit_context_and_its_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # No pyproject.toml/.git and run from elsewhere: only --context finds the base.
+    _write(tmp_path, {"m/base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
+                      "m/llama.py": "class LlamaForCausalLM(B):\n    pass\n"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    target = str(tmp_path / "m" / "llama.py")
+    assert main(["lint", target]) == EXIT_VIOLATIONS
+    assert main(["lint", "--context", str(tmp_path), target]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["lint", "--context", str(tmp_path / "missing"), target]) == EXIT_USAGE
+    assert main(["lint", "--context", str(tmp_path), "--no-context", target]) == EXIT_USAGE
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "is not a directory" in err[0] and "contradict" in err[1]
+
+
+def test_directory_runs_stay_self_contained(tmp_path: Path) -> None:
+    # A directory argument is linted as before: no lookup outside it, even with a project root above.
+    _write(tmp_path, {"pyproject.toml": "", "base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
+                      "pkg/llama.py": "class LlamaForCausalLM(B):\n    pass\n"})
+    result = lint_paths([tmp_path / "pkg"], DEFAULTS, root=tmp_path)
+    assert _found(result) == {("FDC001", "pkg/llama.py", 1)} and result.context_files_parsed == 0
+
+
+# --------------------------------------------------------------------------- speed paths keep the answers
+def test_class_inside_a_function_without_rule_names_is_still_found(tmp_path: Path) -> None:
+    """The walk skips function bodies with no rule name; a class statement inside must stop the skip."""
+    src = tmp_path / "factory.py"
+    src.write_text("def make(cfg):\n    x = cfg.size\n\n    class DynForCausalLM:\n        pass\n\n    return DynForCausalLM\n")
+    assert codes_at(src) == [("FDC001", 4)]
+    src.write_text(src.read_text().replace("        pass", "        def clear_graph_opt_backend(self): ..."))
+    assert codes_at(src) == []
+
+
+def test_parallel_scan_matches_serial(tmp_path: Path) -> None:
+    sources = [p.read_text() for p in sorted(RULES_DIR.glob("*.py"))]
+    for i in range(420):  # above MIN_PARALLEL_FILES
+        (tmp_path / f"m{i:03d}.py").write_text(sources[i % len(sources)])
+    serial = lint_paths([tmp_path], DEFAULTS, root=tmp_path, jobs=1)
+    parallel = lint_paths([tmp_path], DEFAULTS, root=tmp_path, jobs=2)
+    assert serial.files_scanned == parallel.files_scanned == 420
+    assert [f.format() for f in parallel.findings] == [f.format() for f in serial.findings]
+    assert {f.code for f in serial.findings} >= {"FDC001", "FDC002", "FDC100", "FDC101", "FDC102"}
+
+
+def test_no_fork_while_other_threads_run() -> None:
+    import threading
+
+    from fd_conformance.lint import _fork_context
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        assert _fork_context() is None  # a fork now could copy a held lock into the child
+    finally:
+        stop.set()
+        worker.join()
+
+
+def test_bad_jobs_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["lint", "--jobs", "-1", str(RULES_DIR / "fdc002_good.py")])
+    assert exc.value.code == EXIT_USAGE and "--jobs must be a whole number" in capsys.readouterr().err
