@@ -1,7 +1,8 @@
 """Hang latency: seconds from the timeout to the report, and tests lost, per hang class.
 
 For each CPU hang class a three-test file (pass, hang, pass) runs in a fresh pytest session under
-  * isolation   (--fd-isolate=all --fd-timeout=T): our watchdog in the parent process
+  * isolation   (--fd-isolate=all --fd-timeout=T): our watchdog in the parent process, warm spare
+  * isolation-nospare (the same with --fd-no-spare): the replacement worker starts after the hang
   * signal      (pytest-timeout --timeout=T --timeout-method=signal, isolation off)
   * thread      (pytest-timeout --timeout=T --timeout-method=thread, isolation off)
 A session still running at T + HARNESS_GRACE_S is killed by this script (counted as "stuck").
@@ -42,8 +43,10 @@ def run_one(kind: str, method: str, timeout: float, workdir: Path) -> dict[str, 
     test_file.write_text(TEMPLATE.format(kind=kind))
     junit, results = workdir / f"{kind}_{method}.xml", workdir / f"{kind}_{method}.jsonl"
     cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
-    if method == "isolation":
+    if method.startswith("isolation"):
         cmd += ["--fd-isolate=all", f"--fd-timeout={timeout}", f"--fd-results={results}"]
+        if method == "isolation-nospare":
+            cmd.append("--fd-no-spare")
     else:
         cmd += ["--fd-isolate=off", f"--timeout={timeout}", f"--timeout-method={method}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
@@ -61,12 +64,15 @@ def run_one(kind: str, method: str, timeout: float, workdir: Path) -> dict[str, 
     if junit.exists():
         reported = {case.get("name", "") for case in ET.parse(junit).getroot().iter("testcase")}
     hang_report_s: float | None = None
+    replacement_s: float | None = None
     if results.exists():
         for line in results.read_text().splitlines():
             record = json.loads(line)
             reported.add(record["nodeid"].split("::")[1])
             if record["nodeid"].endswith("::test_hang") and record["outcome"] == "hang":
                 hang_report_s = record["duration"] - timeout
+            if record["nodeid"].endswith("::test_after") and "worker_wait_s" in record:
+                replacement_s = record["worker_wait_s"]  # waiting for the hung worker's replacement
     if hang_report_s is None and "Timeout" in out and not stuck:
         hang_report_s = None  # pytest-timeout reports on stderr at an unknown instant; wall is shown instead
     return {
@@ -75,6 +81,7 @@ def run_one(kind: str, method: str, timeout: float, workdir: Path) -> dict[str, 
         "reported": len(reported),
         "lost": 3 - len(reported),
         "timeout_to_report_s": hang_report_s,
+        "replacement_s": replacement_s,
         "wall_s": wall,
         "stuck": stuck,
         "rc": proc.returncode,
@@ -84,7 +91,7 @@ def run_one(kind: str, method: str, timeout: float, workdir: Path) -> dict[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=2.0)
-    parser.add_argument("--methods", default="isolation,signal,thread")
+    parser.add_argument("--methods", default="isolation,isolation-nospare,signal,thread")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="fdc-bench-") as tmp:
@@ -94,10 +101,15 @@ def main() -> int:
                 r = rows[-1]
                 print(f"# {kind:<22} {method:<9} done in {r['wall_s']:.1f}s", file=sys.stderr)
     print(f"timeout T = {args.timeout:g}s; a session alive at T+{HARNESS_GRACE_S:g}s is killed (stuck)")
-    print(f"{'hang class':<22} {'method':<10} {'T->report s':>12} {'lost/3':>7} {'wall s':>7} {'stuck':>6} {'rc':>4}")
+    print("replace s: how long the test after the hang waited for a ready worker (0 = warm spare)")
+    print(f"{'hang class':<22} {'method':<18} {'T->report s':>12} {'replace s':>10} {'lost/3':>7} {'wall s':>7} {'stuck':>6} {'rc':>4}")
     for r in rows:
         latency = f"{r['timeout_to_report_s']:.2f}" if r["timeout_to_report_s"] is not None else "-"
-        print(f"{r['kind']:<22} {r['method']:<10} {latency:>12} {r['lost']:>7} {r['wall_s']:>7.1f} {str(r['stuck']):>6} {r['rc']:>4}")
+        replace = f"{r['replacement_s']:.2f}" if r["replacement_s"] is not None else "-"
+        print(
+            f"{r['kind']:<22} {r['method']:<18} {latency:>12} {replace:>10} {r['lost']:>7} {r['wall_s']:>7.1f}"
+            f" {str(r['stuck']):>6} {r['rc']:>4}"
+        )
     return 0
 
 

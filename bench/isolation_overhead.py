@@ -31,8 +31,8 @@ def test_small_forward(seed):
 """
 
 
-def session_wall(test_file: Path, isolate: str) -> float:
-    cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", f"--fd-isolate={isolate}"]
+def session_wall(test_file: Path, isolate: str, *extra: str) -> float:
+    cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", f"--fd-isolate={isolate}", *extra]
     started = time.monotonic()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
     wall = time.monotonic() - started
@@ -49,12 +49,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fdc-overhead-") as tmp:
         test_file = Path(tmp) / "test_overhead_set.py"
         test_file.write_text(TEST_BODY.format(n=args.tests))
-        inproc = min(session_wall(test_file, "off") for _ in range(args.repeat))
-        isolated = min(session_wall(test_file, "all") for _ in range(args.repeat))
-    print(f"{args.tests} tests, best of {args.repeat} sessions (wall seconds, whole pytest process)")
-    print(f"{'in-process':<12} {inproc:8.2f}")
-    print(f"{'isolated':<12} {isolated:8.2f}")
-    print(f"{'ratio':<12} {isolated / inproc:8.2f}")
+        variants = {"in-process": ("off",), "isolated": ("all",), "isolated, no spare": ("all", "--fd-no-spare")}
+        walls: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(args.repeat):  # interleaved, so load from other processes hits every variant alike
+            for name, spec in variants.items():
+                walls[name].append(session_wall(test_file, *spec))
+    inproc = min(walls["in-process"])
+    print(f"{args.tests} tests, best of {args.repeat} interleaved sessions (wall seconds, whole pytest process)")
+    print(f"{'variant':<20} {'best s':>8} {'median s':>9} {'ratio':>6}")
+    for name, values in walls.items():
+        median = sorted(values)[len(values) // 2]
+        print(f"{name:<20} {min(values):8.2f} {median:9.2f} {min(values) / inproc:6.2f}")
     return 0
 
 

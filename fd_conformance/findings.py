@@ -129,6 +129,11 @@ register_rule("FDC405", E, "capture size not divisible by the TP size under sequ
 # Isolation (fd_conformance.isolation).
 register_rule("FDC501", E, "check hung and was killed by the watchdog", "isolation")
 register_rule("FDC502", E, "check's worker process crashed", "isolation")
+# Tensor parallelism (fd_conformance.tp_checks): checked BEFORE capturing, so a bad plan is a
+# finding instead of ranks deadlocked in mismatched collectives.
+register_rule("FDC601", E, "TP ranks plan to capture graphs in different orders (their collectives would deadlock)", "tp")
+register_rule("FDC602", E, "a TP rank's capture plan is not in descending size order per model", "tp")
+register_rule("FDC603", E, "a TP rank did not publish its capture plan in time (absent, hung or crashed)", "tp")
 
 
 def rules_markdown() -> str:

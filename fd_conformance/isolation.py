@@ -39,6 +39,7 @@ __all__ = [
     "RunResult",
     "Watchdog",
     "WorkerProcess",
+    "WorkerStartError",
     "crash_cause",
     "describe_event",
     "in_worker",
@@ -52,7 +53,8 @@ __all__ = [
 STACK_DUMP_WAIT_S = 0.8  # faulthandler writes synchronously in the signal handler; this is slack
 NATIVE_DUMP_WAIT_S = 1.5  # py-spy attach + unwind; measured ~0.15 s on CPython without torch
 TERM_GRACE_S = 0.3  # a hung child rarely honours SIGTERM; do not wait long for it
-STARTUP_TIMEOUT_S = 120.0  # spawn + imports + (pytest mode) collection of the isolated files
+STARTUP_TIMEOUT_S = 120.0
+SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)  # spawn + imports + (pytest mode) collection of the isolated files
 LOG_TAIL_CHARS = 4000
 
 Status = Literal["done", "hang", "crash"]
@@ -73,6 +75,8 @@ class RunResult:
     native_stacks: str = ""
     stuck_frame: str = ""
     log_tail: str = ""
+    worker_spawned: float = 0.0  # epoch seconds the worker was spawned (before the request: a warm worker)
+    ready_wait_s: float = 0.0  # how long this request waited for the worker's startup (0 when warm)
 
     @property
     def last_event(self) -> str:
@@ -154,10 +158,18 @@ def stuck_frame(stacks: str, thread_ident: int | None) -> str:
 
 
 class WorkerProcess:
-    """One spawned worker and the parent's end of its pipe."""
+    """One spawned worker and the parent's end of its pipe.
+
+    Construction only spawns (it does not wait): the worker's interpreter start, imports and
+    plugin loading then overlap whatever the parent does next (its own collection, the running
+    worker's tests). The handshake is awaited by :meth:`wait_ready`, at the first request.
+    A pytest-mode worker spawned before the parent knows which files hold isolated items gets
+    them later through :meth:`collect`, and waits for them just before its collection.
+    """
 
     def __init__(self, mode: str, setup: dict[str, Any] | None = None, *, startup_timeout: float = STARTUP_TIMEOUT_S):
         self.mode = mode
+        self.startup_timeout = startup_timeout
         self._dir = Path(tempfile.mkdtemp(prefix="fdc-worker-"))
         self.stack_path = self._dir / "stacks.txt"
         self.log_path = self._dir / "worker.log"
@@ -170,15 +182,29 @@ class WorkerProcess:
             name=f"fdc-isolation-{mode}",
             daemon=True,
         )
+        self.spawned_at = time.monotonic()
+        self.spawned_epoch = time.time()
         self.process.start()
         child_conn.close()  # so EOF on our end means the child is gone
         self.pid: int = self.process.pid or 0
         self.main_thread_ident: int | None = None
         self.collected: list[str] = []
-        self._start_worker(startup_timeout)
+        self.ready = False
+        self.requests = 0  # how many requests it served: a spare that served none holds no CUDA context
 
-    def _start_worker(self, timeout: float) -> None:
-        ready = wait([self.conn, self.process.sentinel], timeout)
+    def collect(self, paths: list[str]) -> None:
+        """Tell a worker spawned with ``paths=None`` what to collect (pytest mode)."""
+        try:
+            self.conn.send(("collect", list(paths)))
+        except OSError:  # died while starting: wait_ready reports why
+            pass
+
+    def wait_ready(self) -> None:
+        """Block until the worker's ``ready`` (bounded); a worker that cannot start is an error."""
+        if self.ready:
+            return
+        remaining = max(0.0, self.spawned_at + self.startup_timeout - time.monotonic())
+        ready = wait([self.conn, self.process.sentinel], remaining)
         message: tuple[Any, ...] | None = None
         if self.conn in ready:
             try:
@@ -186,11 +212,12 @@ class WorkerProcess:
             except (EOFError, OSError):
                 message = None
         if message is None or message[0] != "ready":
-            self.kill()
-            tail = self.log_tail()
             why = "did not start in time" if not ready else crash_cause(self.process.exitcode)
-            raise RuntimeError(f"isolation worker {why}; worker log:\n{tail}")
+            tail = self.log_tail()
+            self.kill()
+            raise WorkerStartError(f"isolation worker {why}; worker log:\n{tail}")
         _, _pid, self.main_thread_ident, self.collected = message
+        self.ready = True
 
     @property
     def alive(self) -> bool:
@@ -203,20 +230,39 @@ class WorkerProcess:
             return ""
         return data[-LOG_TAIL_CHARS:]
 
-    def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        """Send one request and wait for its ``done`` with the parent's clock."""
+    def run(
+        self,
+        message: tuple[Any, ...],
+        timeout: float,
+        on_report: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        on_slow: Callable[[], None] | None = None,
+        slow_after: float = float("inf"),
+    ) -> RunResult:
+        """Send one request and wait for its ``done`` with the parent's clock; ``on_slow`` is
+        called once if the request is still running after ``slow_after`` seconds."""
+        waiting = time.monotonic()
+        self.wait_ready()  # startup is not the check's time: the deadline starts after it
+        self.requests += 1
         started = time.monotonic()
         deadline = started + timeout
-        result = RunResult("done", self.pid, 0.0)
+        result = RunResult("done", self.pid, 0.0, worker_spawned=self.spawned_epoch, ready_wait_s=started - waiting)
         try:
             self.conn.send(message)
         except (OSError, BrokenPipeError):
             return self._crashed(result, started)
+        slow_at = started + slow_after if on_slow is not None else float("inf")
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 return self._hung(result, started, timeout)
-            ready = wait([self.conn, self.process.sentinel], remaining)
+            if now >= slow_at and on_slow is not None:
+                on_slow()
+                on_slow, slow_at = None, float("inf")
+            ready = wait([self.conn, self.process.sentinel], min(remaining, max(0.0, slow_at - now)))
+            if not ready:
+                continue
             if self.conn in ready:
                 try:
                     kind, *body = self.conn.recv()
@@ -240,6 +286,18 @@ class WorkerProcess:
                     return result
             elif self.process.sentinel in ready and not self.conn.poll():
                 return self._crashed(result, started)
+
+    def probe(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Ask an idle worker about itself without running a check (see isolation_worker.probe):
+        how a test proves a warm spare holds no CUDA context."""
+        self.wait_ready()
+        self.conn.send(("probe",))
+        if not self.conn.poll(timeout):
+            raise TimeoutError(f"worker {self.pid} did not answer a probe within {timeout:g}s")
+        kind, body = self.conn.recv()
+        if kind != "probe":
+            raise RuntimeError(f"worker {self.pid} answered a probe with {kind!r}")
+        return body  # type: ignore[no-any-return]
 
     def _drain(self, result: RunResult) -> None:
         """Messages the child sent just before it went silent carry the last lifecycle event."""
@@ -306,6 +364,7 @@ class WorkerProcess:
         self.kill()
 
     def kill(self) -> None:
+        """Terminate now (SIGTERM, short grace, SIGKILL); what it wrote to its temp dir is removed."""
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(TERM_GRACE_S)
@@ -358,34 +417,109 @@ class CheckOutcome:
         return self.run.finding(self.target)
 
 
-class Watchdog:
-    """Keeps one worker alive for reuse and replaces it after a hang or crash."""
+class WorkerStartError(RuntimeError):
+    """A worker died or timed out before its ``ready``: an environment problem, not a check's."""
 
-    def __init__(self, mode: str = "call", setup: dict[str, Any] | None = None) -> None:
+
+class Watchdog:
+    """Keeps one worker for reuse, plus (``spares=1``) a warm spare that replaces it after a
+    hang or crash, so the next check does not pay interpreter start, imports and collection.
+
+    When the spare starts: once a request has run ``spare_after_s`` (a slow check or a hang in
+    the making; 0 = as soon as the active worker is ready), and from then on whenever a worker
+    was lost. Fast sessions thus never pay a second startup (on a 2-core CI box that costs as
+    much wall time as the startup itself). The spare runs no request until promoted, so on a GPU
+    host it holds no CUDA context (and no device memory) while it waits.
+    """
+
+    def __init__(
+        self, mode: str = "call", setup: dict[str, Any] | None = None, *, spares: int = 0, spare_after_s: float = SPARE_AFTER_S
+    ) -> None:
+        if spares not in (0, 1):
+            raise UsageError(f"spares={spares!r} is not 0 or 1", "pass spares=0 (no warm spare) or spares=1")
         self.mode = mode
-        self.setup = setup
+        self.setup = dict(setup or {})
+        self.spares = spares
+        self.spare_after_s = validate_timeout(spare_after_s, "spare_after_s") if spare_after_s else 0.0
+        self.lost_workers = 0
         self.worker: WorkerProcess | None = None
+        self.spare: WorkerProcess | None = None
         self.started_workers = 0
+        self.promoted_spares = 0
+
+    def _spawn(self) -> WorkerProcess:
+        self.started_workers += 1
+        return WorkerProcess(self.mode, self.setup)
+
+    def prestart(self) -> None:
+        """Spawn the first worker now, without waiting for it (e.g. while the parent collects)."""
+        if self.worker is None:
+            self.worker = self._spawn()
+
+    def set_paths(self, paths: list[str]) -> None:
+        """pytest mode: the files holding isolated items, for a worker spawned without them and
+        for every later one."""
+        waiting = self.setup.get("paths") is None
+        self.setup["paths"] = list(paths)
+        if waiting:
+            for worker in (self.worker, self.spare):
+                if worker is not None:
+                    worker.collect(paths)
 
     def ensure_worker(self) -> WorkerProcess:
-        if self.worker is None or not self.worker.alive:
-            if self.worker is not None:
+        """The ready worker for the next request: the current one, else the spare, else a new one."""
+        if self.worker is not None and not self.worker.alive:
+            self.worker.kill()
+            self.worker = None
+        if self.worker is None and self.spare is not None:
+            self.worker, self.spare = self.spare, None
+            if self.worker.alive:
+                self.promoted_spares += 1
+            else:  # died while waiting (OOM killer?): start over
                 self.worker.kill()
-            self.worker = WorkerProcess(self.mode, self.setup)
-            self.started_workers += 1
+                self.worker = None
+        if self.worker is None:
+            self.worker = self._spawn()
+        self.worker.wait_ready()
+        if self.lost_workers or not self.spare_after_s:  # a session that lost a worker may lose another
+            self._start_spare()
         return self.worker
 
+    def _start_spare(self) -> None:
+        """Spawn the spare (it starts while the active worker runs checks); idempotent."""
+        if not self.spares or (self.spare is not None and self.spare.alive):
+            return
+        if self.spare is not None:
+            self.spare.kill()
+        self.spare = self._spawn()
+
     def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        worker = self.ensure_worker()
-        result = worker.run(message, timeout, on_report)
+        waiting = time.monotonic()
+        try:
+            worker = self.ensure_worker()
+        except WorkerStartError as err:
+            self.worker = None
+            return RunResult("crash", 0, 0.0, cause=f"isolation worker failed to start: {str(err).splitlines()[0]}", log_tail=str(err))
+        waited = time.monotonic() - waiting
+        # Fast checks never pay for a spare; one still running after spare_after_s (a slow check,
+        # or a hang in the making) starts it, so it is warm by the time the watchdog fires.
+        result = worker.run(message, timeout, on_report, on_slow=self._start_spare, slow_after=self.spare_after_s)
+        result.ready_wait_s += waited
         if result.status != "done":
             worker.kill()
-            self.worker = None  # next request gets a fresh process
+            self.lost_workers += 1
+            self.worker = None  # next request gets the warm spare, or a fresh process
         return result
 
     def close(self) -> None:
+        if self.spare is not None:
+            self.spare.kill()  # it ran nothing: no fixtures to tear down, no coverage to save
+            self.spare = None
         if self.worker is not None:
-            self.worker.stop()
+            if self.worker.requests:
+                self.worker.stop()  # polite: lets pytest mode tear down session fixtures
+            else:
+                self.worker.kill()  # prestarted but never used (everything deselected or skipped)
             self.worker = None
 
 
@@ -407,8 +541,8 @@ class IsolatedRunner(Watchdog):
     ...     outcome = runner.call("math:sqrt", 4.0, timeout=10)
     """
 
-    def __init__(self) -> None:
-        super().__init__("call")
+    def __init__(self, *, spares: int = 0, spare_after_s: float = SPARE_AFTER_S) -> None:
+        super().__init__("call", spares=spares, spare_after_s=spare_after_s)
 
     def call(self, target: str, *args: Any, timeout: float, **kwargs: Any) -> CheckOutcome:
         if ":" not in target:

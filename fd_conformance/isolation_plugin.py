@@ -39,6 +39,11 @@ TIMEOUT_HELP = (
     "default watchdog deadline in seconds for isolated tests (setup+call+teardown). Precedence: "
     "isolated(timeout=) marker > pytest-timeout's timeout marker > --fd-timeout > --timeout > 300."
 )
+NO_SPARE_HELP = (
+    "do not keep a warm spare isolation worker. By default a second worker starts (and collects) while the "
+    "first runs tests, so the test after a hang or crash does not wait for a new worker's startup; it holds "
+    "host memory for one more process, but no GPU memory (it initialises no CUDA context until it runs a test)."
+)
 RESULTS_HELP = "append one JSON line per finished test to FILE (fsynced), for `fd-conformance report FILE`."
 ISOLATED_MARKER_HELP = (
     "isolated(timeout=None): run this test in a spawned worker; a hang is killed after timeout seconds "
@@ -56,6 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fd-isolate", choices=ISOLATE_CHOICES, default="marked", help=ISOLATE_HELP)
     group.addoption("--fd-timeout", default=None, metavar="SECONDS", help=TIMEOUT_HELP)
     group.addoption("--fd-results", default=None, metavar="FILE", help=RESULTS_HELP)
+    group.addoption("--fd-no-spare", action="store_true", default=False, help=NO_SPARE_HELP)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,6 +80,49 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     if hasattr(config, "workerinput"):
         return False
     return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+
+
+def _skipped_before_setup(item: pytest.Item) -> bool:
+    """True when pytest will skip the item before any fixture runs (skip, or a true skipif):
+    it then runs in-process, where skipping costs nothing, instead of waking a worker.
+    Uses pytest's own evaluation, so conditions mean exactly what they mean at setup."""
+    if item.get_closest_marker("skip") is not None:
+        return True
+    try:
+        from _pytest.skipping import evaluate_skip_marks
+    except ImportError:  # pytest moved it: isolate, the worker skips it just the same
+        return False
+    try:
+        return evaluate_skip_marks(item) is not None
+    except Exception:  # noqa: BLE001 - a broken condition: the worker reports the error at setup
+        return False
+
+
+def _gpu_item_without_gpu(item: pytest.Item) -> bool:
+    """Decided before plugin.py adds its skip mark, for the prestart choice only."""
+    if item.get_closest_marker("gpu") is None:
+        return False
+    from fd_conformance.devices import no_gpu_reason
+
+    return no_gpu_reason() is not None
+
+
+def _case_properties(item: pytest.Item) -> list[tuple[str, object]]:
+    """The conformance-matrix keys plugin.py attaches to a suite test's deciding report. A HANG or
+    crash report is made here, in the parent, so it needs them too: without them the hung check
+    would vanish from the matrix and from conformance.json instead of showing FDC501/FDC502."""
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("fd_case") if callspec is not None else None
+    if case is None:
+        return []
+    from fd_conformance.plugin import PROP_PREFIX, check_name  # only for suite items: plugin is loaded
+
+    return [
+        (PROP_PREFIX + "case", case.name),
+        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
+        (PROP_PREFIX + "check", check_name(item)),
+        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
+    ]
 
 
 def _marker_timeout(item: pytest.Item, name: str) -> Any:
@@ -104,6 +153,12 @@ class IsolationController:
         if results and not self.in_worker and not _is_xdist_controller(config):
             self.log = ResultLog(results)
         self.default_timeout = self._default_timeout()
+        self.spares = 0 if config.getoption("fd_no_spare", False) else 1
+        # A worker is prestarted only where items really run: not in xdist's controller (its
+        # workers run them), not for --collect-only, not with isolation off.
+        self.prestart_allowed = (
+            self.mode != "off" and not _is_xdist_controller(config) and not config.getoption("collectonly", False)
+        )
 
     def _default_timeout(self) -> float:
         own = self.config.getoption("fd_timeout", None)
@@ -121,6 +176,29 @@ class IsolationController:
             return item.get_closest_marker("isolated") is not None or item.get_closest_marker("conformance") is not None
         return False
 
+    # --- prestart ---------------------------------------------------------------------------
+    def pytest_sessionstart(self) -> None:
+        """--fd-isolate=all: every collected item is isolated, so the worker can start now and
+        collect the session's own arguments while the parent collects them too."""
+        if self.prestart_allowed and self.mode == "all":
+            self._prestart(paths=list(self.config.args))
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        """--fd-isolate=marked: at the first isolated item the parent collects, spawn the worker;
+        it loads plugins and conftests while the parent finishes collecting, then waits for the
+        list of files that hold isolated items (sent from pytest_collection_modifyitems)."""
+        if self.watchdog is not None or not self.prestart_allowed or not self.wants(item):
+            return
+        if _skipped_before_setup(item) or _gpu_item_without_gpu(item):
+            return
+        self._prestart(paths=None)
+
+    def _prestart(self, paths: list[str] | None) -> None:
+        setup = self._worker_setup()
+        setup["paths"] = paths
+        self.watchdog = Watchdog("pytest", setup)
+        self.watchdog.prestart()
+
     # --- collection -------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)  # after deselection, so "next isolated item" is what really runs next
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -129,7 +207,7 @@ class IsolationController:
         for item in items:
             if not (self.in_worker or self.wants(item)):
                 continue
-            if not self.in_worker:
+            if not self.in_worker and not _skipped_before_setup(item):
                 try:
                     self.timeouts[item.nodeid] = self._item_timeout(item)
                 except UsageError as err:
@@ -140,6 +218,20 @@ class IsolationController:
                 item.add_marker(pytest.mark.timeout(0), append=False)
         for current, following in zip(isolated, isolated[1:] + [None]):
             self.next_isolated[current.nodeid] = following.nodeid if following is not None else None
+        if self.in_worker or not self.prestart_allowed:
+            return
+        if not isolated:
+            if self.watchdog is not None:  # prestarted for items that were deselected or skipped
+                self.watchdog.close()
+                self.watchdog = None
+            return
+        if self.watchdog is None:
+            self._prestart(paths=sorted(self.paths))
+        else:
+            self.watchdog.set_paths(sorted(self.paths))
+        assert self.watchdog is not None
+        # A spare only pays off when a test can follow the one that hangs.
+        self.watchdog.spares = self.spares if len(isolated) > 1 else 0
 
     def _item_timeout(self, item: pytest.Item) -> float:
         for name, source in (("isolated", "@pytest.mark.isolated(timeout)"), ("timeout", "@pytest.mark.timeout")):
@@ -157,7 +249,13 @@ class IsolationController:
         started = time.time()
         result = self._ensure_watchdog().run(("item", item.nodeid, self.next_isolated.get(item.nodeid)), self.timeouts[item.nodeid])
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d) for d in result.reports]
-        self.extras[item.nodeid] = {"isolated": True, "worker_pid": result.pid, "started": started}
+        self.extras[item.nodeid] = {
+            "isolated": True,
+            "worker_pid": result.pid,
+            "started": started,
+            "worker_spawned": result.worker_spawned,
+            "worker_wait_s": result.ready_wait_s,
+        }
         if result.status == "done" and result.payload.get("outcome") == "failed":  # e.g. not collected there
             reports = [_synthetic(item, "setup", str(result.payload.get("details", "")), [], result.duration)]
         elif result.status != "done":
@@ -170,8 +268,10 @@ class IsolationController:
         return True
 
     def _ensure_watchdog(self) -> Watchdog:
-        if self.watchdog is None:
-            self.watchdog = Watchdog("pytest", self._worker_setup())
+        if self.watchdog is None:  # e.g. items added after collection by another plugin
+            setup = self._worker_setup()
+            setup["paths"] = sorted(self.paths)
+            self.watchdog = Watchdog("pytest", setup, spares=self.spares)
         return self.watchdog
 
     def _with_evidence(self, item: pytest.Item, reports: list[Any], result: RunResult) -> list[Any]:
@@ -198,6 +298,8 @@ class IsolationController:
         done = {r.when for r in reports}
         in_flight = next(w for w in ("setup", "call", "teardown") if w not in done)
         kept = [r for r in reports if r.when != in_flight]
+        if in_flight != "teardown":  # this synthetic report decides the outcome: it carries the matrix keys
+            props = _case_properties(item) + props
         kept.append(_synthetic(item, in_flight, text, props, result.duration))
         return kept
 
@@ -225,13 +327,14 @@ class IsolationController:
             except Exception:  # noqa: BLE001 - unpicklable plugin state stays in the parent
                 continue
             option_dict[key] = value
-        paths = sorted(self.paths)
         args = ["-p", "no:cacheprovider", f"--rootdir={config.rootpath}"]
         if config.inipath is not None:
             args += ["-c", str(config.inipath)]
         for override in config.getoption("override_ini", None) or []:
             args += ["-o", override]
-        return {"option_dict": option_dict, "args": args + paths}
+        # The session's own arguments, so the worker loads the same initial conftests; what it
+        # collects is "paths" (see isolation_worker_pytest.WorkerSession.pytest_collection).
+        return {"option_dict": option_dict, "args": args + list(config.args), "paths": None}
 
     # --- results ----------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -264,7 +367,8 @@ class IsolationController:
             return
         record = self.partial.pop(report.nodeid)
         extras = self.extras.pop(report.nodeid, {})
-        for key in ("isolated", "worker_pid", "cause", "last_event", "python_stacks", "native_stacks", "stuck_frame"):
+        for key in ("isolated", "worker_pid", "worker_spawned", "worker_wait_s", "cause", "last_event",
+                    "python_stacks", "native_stacks", "stuck_frame"):
             if key in extras:
                 record[key] = extras[key]  # type: ignore[literal-required]
         if "outcome" in extras:

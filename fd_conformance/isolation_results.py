@@ -47,6 +47,8 @@ class ResultRecord(TypedDict):
     started: float  # epoch seconds
     finished: float  # epoch seconds
     isolated: NotRequired[bool]
+    worker_spawned: NotRequired[float]  # epoch seconds its worker was spawned: before the test = warm worker/spare
+    worker_wait_s: NotRequired[float]  # seconds the test waited for its worker's startup (0 when warm)
     cause: NotRequired[str]  # crash cause ("SIGSEGV", "os._exit(3)", "out of memory: ...") or hang reason
     last_event: NotRequired[str]  # last lifecycle mark the worker streamed before it went silent
     python_stacks: NotRequired[str]  # faulthandler dump of all threads of the hung worker

@@ -181,11 +181,28 @@ def _run_call(target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dic
     return {"outcome": "passed", "value": value}
 
 
+def probe() -> dict[str, Any]:
+    """What an idle worker holds: which frameworks it imported and whether any of them created a
+    CUDA context. Read without importing anything, so probing cannot change the answer."""
+    frameworks = sorted(name for name in ("torch", "paddle") if name in sys.modules)
+    cuda = False
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            cuda = bool(torch.cuda.is_initialized())
+        except Exception:  # noqa: BLE001 - a half-imported torch has not initialised CUDA
+            cuda = False
+    return {"pid": os.getpid(), "frameworks": frameworks, "cuda_initialized": cuda}
+
+
 def _serve_calls(channel: Channel) -> None:
     while True:
         message = channel.recv()
         if message[0] == "stop":
             return
+        if message[0] == "probe":
+            channel.send("probe", probe())
+            continue
         if message[0] != "call":
             channel.send("done", {"outcome": "failed", "details": f"call worker got {message[0]!r}"})
             continue

@@ -10,22 +10,37 @@ own hooks, so a hang in ``call`` still leaves the parent the ``setup`` report.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
 import pytest
 
-from fd_conformance.isolation_worker import Channel, classify_error, mark
+from fd_conformance.isolation_worker import Channel, classify_error, mark, probe
 
 
 class WorkerSession:
     """Plugin registered in the worker's pytest: runs the items the parent asks for."""
 
-    def __init__(self, channel: Channel, config: pytest.Config) -> None:
+    def __init__(self, channel: Channel, config: pytest.Config, paths: list[str] | None) -> None:
         self.channel = channel
         self.config = config
+        self.paths = paths
         self.items: dict[str, pytest.Item] = {}
         self.reports: list[pytest.TestReport] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> bool:
+        """Collect only what the parent isolates. A worker prestarted while the parent was still
+        collecting has loaded its plugins and conftests already; it waits here for the file list."""
+        paths = self.paths
+        if paths is None:
+            message = self.channel.recv()
+            if message[0] != "collect":  # "stop" before any collection: nothing to tear down
+                _exit_now()
+            paths = list(message[1])
+        session.perform_collect(paths)
+        return True
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -48,6 +63,9 @@ class WorkerSession:
             message = self.channel.recv()
             if message[0] == "stop":
                 break
+            if message[0] == "probe":
+                self.channel.send("probe", probe())
+                continue
             _, nodeid, next_nodeid = message
             item = self.items.get(nodeid)
             if item is None:
@@ -70,9 +88,18 @@ class WorkerSession:
         return True
 
 
+def _exit_now() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
+    """``setup``: {"option_dict", "args" (the parent's, for plugins, rootdir and initial conftests),
+    "paths" (files to collect, or None: wait for the parent's ``collect`` message)}."""
     from _pytest.config import Config  # the constructor pytest documents as "usable for subprocesses"
 
     config = Config.fromdictargs(setup["option_dict"], list(setup["args"]))
-    config.pluginmanager.register(WorkerSession(channel, config), "fd_isolation_worker_session")
+    paths = setup.get("paths")
+    config.pluginmanager.register(WorkerSession(channel, config, paths), "fd_isolation_worker_session")
     config.hook.pytest_cmdline_main(config=config)

@@ -137,6 +137,60 @@ def test_bad_fd_timeout_is_a_one_line_usage_error(tmp_path: Path) -> None:
     assert "--fd-timeout='soon' is not a number of seconds; fix:" in out
 
 
+def _late_session(tmp_path: Path, *extra: str) -> tuple[dict[str, dict[str, Any]], Path, str]:
+    results, imports = tmp_path / "r.jsonl", tmp_path / "worker_imports.txt"
+    rc, out = inner_pytest(
+        tmp_path, CASES / "skip_and_spare.py", str(CASES / "plain_collected_late.py"), f"--fd-results={results}",
+        *extra, env={"FDC_TEST_WORKER_IMPORTS": str(imports)},
+    )
+    assert rc == 1, out  # the two hangs
+    return by_test(results), imports, out
+
+
+def test_marked_session_prestarts_skips_in_process_and_replaces_hangs_with_the_spare(tmp_path: Path) -> None:
+    got, imports, out = _late_session(tmp_path)
+    assert len(got) == 8, out
+    in_process_pid = got["test_in_process"]["worker_pid"]
+    for name in ("test_skip", "test_skipif_true"):  # skipped in the parent: no worker woken for them
+        assert got[name]["outcome"] == "skipped" and "isolated" not in got[name]
+        assert got[name]["worker_pid"] == in_process_pid
+    first = got["test_skipif_false"]
+    assert first["isolated"] is True and first["outcome"] == "passed" and first["worker_pid"] != in_process_pid
+    # prestarted at the first isolated item collected, i.e. before the parent's slow collection ended
+    assert first["worker_spawned"] <= first["started"] - 0.9, first
+    for hang, after in (("test_hang_first", "test_after_first_hang"), ("test_hang_second", "test_after_second_hang")):
+        assert got[hang]["outcome"] == "hang" and got[after]["outcome"] == "passed"
+        assert got[after]["worker_pid"] != got[hang]["worker_pid"]
+        assert got[after]["worker_spawned"] < got[hang]["finished"]  # the warm spare, started during the hang
+    assert not imports.exists(), "the worker collected a file without isolated items"
+
+
+def test_without_spare_and_isolating_all_the_worker_starts_after_the_hang(tmp_path: Path) -> None:
+    """Known-bad variants of the test above: --fd-no-spare spawns after each hang; --fd-isolate=all
+    makes the worker collect the plain file too, which the import record must show."""
+    got, imports, out = _late_session(tmp_path, "--fd-no-spare", "--fd-isolate=all")
+    assert got["test_in_process"]["isolated"] is True and got["test_in_process"]["outcome"] == "passed", out
+    for hang, after in (("test_hang_first", "test_after_first_hang"), ("test_hang_second", "test_after_second_hang")):
+        assert got[after]["worker_spawned"] > got[hang]["finished"]
+    assert got["test_skip"]["outcome"] == "skipped" and "isolated" not in got["test_skip"]
+    assert imports.exists()
+
+
+def test_hung_conformance_check_reaches_the_matrix_as_fdc501(tmp_path: Path) -> None:
+    """A suite check that hangs is reported by the parent; its synthetic report must carry the case
+    keys, or the hang would vanish from conformance.json (the bug this guards against)."""
+    report_dir = tmp_path / "report"
+    rc, out = inner_pytest(
+        tmp_path, CASES / "conformance_hang.py", f"--fd-model={CASES / 'conformance_hang.py'}:hang_case",
+        f"--fd-report={report_dir}",
+    )
+    assert rc == 1, out
+    cases = json.loads((report_dir / "conformance.json").read_text())["cases"]
+    cpu = next(c for c in cases if c["name"] == "hang-probe-model" and c["device"] == "cpu")
+    assert cpu["checks"]["hang_probe"]["codes"] == ["FDC501"], cpu
+    assert cpu["verdict"] == "violations"
+
+
 # --- GPU: run by the lead on the H200 -------------------------------------------------------
 
 

@@ -66,6 +66,87 @@ def test_runtime_events_stream_to_the_parent(runner: IsolatedRunner) -> None:
     assert any(e.startswith("graph_captured decode-bs8 [draft]") for e in outcome.run.events)
 
 
+def test_get_runtime_streams_runtime_events_to_the_parent(runner: IsolatedRunner) -> None:
+    """get_runtime() subscribes the worker's stream: the hang report names the runtime's last event."""
+    pytest.importorskip("torch")
+    outcome = runner.call("hang_cases.hangs:hang_after_get_runtime_events", timeout=HANG_TIMEOUT_S + 10)
+    assert outcome.outcome == "hang"
+    assert outcome.run.last_event.startswith("mark release parameters [main]")
+    assert any(e.startswith("mark draft: clear graphs [draft]") for e in outcome.run.events)
+
+
+def test_runtime_built_around_get_runtime_streams_nothing(runner: IsolatedRunner) -> None:
+    """Known-bad variant: the adapter's create() without get_runtime -> no runtime event reaches
+    the parent, so the assertion above would fail for a get_runtime that does not stream."""
+    pytest.importorskip("torch")
+    outcome = runner.call("hang_cases.hangs:hang_after_unstreamed_runtime_events", timeout=HANG_TIMEOUT_S + 10)
+    assert outcome.outcome == "hang"
+    assert not any(e.startswith("mark ") for e in outcome.run.events)
+    assert outcome.run.last_event == "call hang_cases.hangs:hang_after_unstreamed_runtime_events"
+
+
+def _spare_ready(runner: IsolatedRunner) -> int:
+    runner.call("hang_cases.hangs:passes", 1, timeout=30)  # the spare is spawned once the worker is ready
+    assert runner.spare is not None
+    runner.spare.wait_ready()
+    return runner.spare.pid
+
+
+def test_warm_spare_runs_the_check_after_a_hang() -> None:
+    with IsolatedRunner(spares=1, spare_after_s=0) as spared:
+        spare_pid = _spare_ready(spared)
+        hung = spared.call("hang_cases.hangs:python_loop", timeout=HANG_TIMEOUT_S)
+        after = spared.call("hang_cases.hangs:passes", 1, timeout=30)
+        assert hung.outcome == "hang" and after.outcome == "passed"
+        assert after.run.pid == spare_pid  # the process spawned before the hang, already started
+        assert after.run.ready_wait_s < 0.5 and after.run.worker_spawned < time.time() - HANG_TIMEOUT_S
+        assert spared.promoted_spares == 1
+        assert spared.spare is not None and spared.spare.pid not in (spare_pid, hung.run.pid)  # a new spare
+
+
+def test_spare_starts_only_when_a_check_runs_long() -> None:
+    """Default policy: fast checks start no spare; a hang starts one while it runs, and that spare
+    runs the next check; after a lost worker a spare is kept from then on."""
+    with IsolatedRunner(spares=1, spare_after_s=0.3) as lazy:
+        for _ in range(3):
+            lazy.call("hang_cases.hangs:passes", 1, timeout=30)
+        assert lazy.spare is None and lazy.started_workers == 1
+        hung = lazy.call("hang_cases.hangs:python_loop", timeout=HANG_TIMEOUT_S + 1)
+        assert lazy.spare is not None  # spawned 0.3 s into the hang
+        spare_pid = lazy.spare.pid
+        after = lazy.call("hang_cases.hangs:passes", 1, timeout=30)
+        assert after.run.pid == spare_pid and hung.run.worker_spawned < after.run.worker_spawned < time.time()
+        assert lazy.spare is not None and lazy.spare.pid != spare_pid  # kept warm after a loss
+
+
+def test_without_spare_the_check_after_a_hang_waits_for_a_new_worker() -> None:
+    """The known-bad variant of the test above: with spares=0 the next check's worker is spawned
+    only after the hang, and it waits for that worker's whole startup."""
+    with IsolatedRunner(spares=0) as bare:
+        bare.call("hang_cases.hangs:passes", 1, timeout=30)
+        assert bare.spare is None
+        hung = bare.call("hang_cases.hangs:python_loop", timeout=HANG_TIMEOUT_S)
+        after = bare.call("hang_cases.hangs:passes", 1, timeout=30)
+        assert after.run.worker_spawned > hung.run.worker_spawned + HANG_TIMEOUT_S
+        assert after.run.ready_wait_s > 0.05 and bare.promoted_spares == 0
+
+
+def test_spare_imports_no_framework_until_it_runs_a_check() -> None:
+    """The active worker imported torch for its check; the idle spare did not (no framework, no
+    CUDA context, no device memory). The active worker's answer proves the probe can say yes."""
+    pytest.importorskip("torch")
+    with IsolatedRunner(spares=1, spare_after_s=0) as spared:
+        assert spared.call("hang_cases.hangs:use_torch", timeout=120).value is False
+        assert spared.worker is not None and spared.spare is not None
+        assert spared.worker.probe()["frameworks"] == ["torch"]
+        assert spared.spare.probe() == {"pid": spared.spare.pid, "frameworks": [], "cuda_initialized": False}
+
+
+def test_spares_other_than_zero_or_one_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="spares=2"):
+        IsolatedRunner(spares=2)
+
+
 @pytest.mark.parametrize(
     ("kind", "cause"),
     [
@@ -170,3 +251,13 @@ def test_report_bad_input_is_one_line_usage_error(tmp_path: Path, capsys: pytest
     assert cli.main(["report", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("fix:" in line for line in err)
+
+
+@pytest.mark.gpu
+def test_gpu_spare_holds_no_cuda_context() -> None:
+    """On the device: the worker that ran a CUDA check reports a context; the warm spare none."""
+    with IsolatedRunner(spares=1, spare_after_s=0) as spared:
+        assert spared.call("hang_cases.hangs:use_torch", True, timeout=120).value is True
+        assert spared.worker is not None and spared.spare is not None
+        assert spared.worker.probe()["cuda_initialized"] is True
+        assert spared.spare.probe()["cuda_initialized"] is False

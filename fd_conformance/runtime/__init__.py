@@ -38,4 +38,10 @@ def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
     if importlib.util.find_spec(name) is None:
         raise UsageError(f"runtime {name!r} is not installed", f"pip install 'fd-conformance[{name}]'")
     module = importlib.import_module(RUNTIMES[name])
-    return module.create(device)  # type: ignore[no-any-return]
+    runtime: Runtime = module.create(device)
+    # Inside an isolation worker, stream every lifecycle event to the parent so a hang report
+    # names the last graph/parameter/group event; a no-op (nothing subscribed) anywhere else.
+    from fd_conformance.isolation_worker import stream_events
+
+    stream_events(runtime.events)
+    return runtime

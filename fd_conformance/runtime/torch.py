@@ -254,7 +254,10 @@ class TorchRuntime(Runtime):
 
     def new_group(self, name: str = "tp") -> Group:
         self._ensure_default_group()
-        handle = dist.new_group(ranks=[0], backend=self._backend(), timeout=GROUP_TIMEOUT)
+        # Every rank of the world: a one-rank world we made ourselves, or a multi-rank world a
+        # launcher (fd_conformance.runtime.torch_distributed) joined before building us. new_group
+        # is collective over the world, so every rank builds its groups in the same order.
+        handle = dist.new_group(ranks=list(range(dist.get_world_size())), backend=self._backend(), timeout=GROUP_TIMEOUT)
         group = TorchGroup(name, handle, self._backend())
         if self.device == "cuda":
             # Communicators initialise lazily on first use; that must not happen inside a capture.

@@ -115,3 +115,37 @@ def hang_after_writing_pid(path: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(str(os.getpid()))
     python_loop_silent()
+
+
+def _hang_after_runtime_marks(build: str) -> None:
+    """A real torch CPU runtime emits lifecycle marks, then the check hangs. ``build`` picks how
+    the runtime is made: ``get_runtime`` (streams to the parent) or the adapter's ``create``
+    directly (the known-bad variant: nothing streams, so the report cannot name the event)."""
+    if build == "get_runtime":
+        from fd_conformance.runtime import get_runtime
+
+        runtime = get_runtime("torch", "cpu")
+    else:
+        from fd_conformance.runtime import torch as torch_adapter
+
+        runtime = torch_adapter.create("cpu")
+    runtime.events.mark("draft: clear graphs", owner="draft")
+    runtime.events.mark("release parameters", owner="main")
+    python_loop_silent()
+
+
+def hang_after_get_runtime_events() -> None:
+    _hang_after_runtime_marks("get_runtime")
+
+
+def hang_after_unstreamed_runtime_events() -> None:
+    _hang_after_runtime_marks("create")
+
+
+def use_torch(cuda: bool = False) -> bool:
+    """Imports torch (and with ``cuda`` creates a CUDA context); returns torch.cuda.is_initialized()."""
+    import torch
+
+    if cuda:
+        torch.ones(1, device="cuda").add_(1)
+    return bool(torch.cuda.is_initialized())

@@ -1,0 +1,74 @@
+"""Wall time of the full conformance suite: CPU (host-emulated) always, GPU (real graphs) when a
+GPU is visible. Each run is a fresh ``pytest --pyargs fd_conformance.suite`` process, so the
+figure includes interpreter start, framework import and (by default) the isolation workers --
+what a CI job pays.
+
+    python bench/suite_time.py                     # bundled good models, default 5 cycles
+    python bench/suite_time.py --include-mutants   # the mutant-verification session
+    python bench/suite_time.py --isolate off       # in-process, to see the isolation overhead
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from fd_conformance.devices import visible_gpu_count
+
+
+def run_suite(device: str, args: argparse.Namespace) -> tuple[float, dict[str, object]]:
+    """(wall seconds, conformance.json) of one suite session on ``device`` rows."""
+    with tempfile.TemporaryDirectory(prefix="fdc-bench-") as out:
+        cmd = [
+            sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider",
+            f"--fd-report={out}", f"--fd-cycles={args.cycles}", f"--fd-isolate={args.isolate}", "-k", device,
+        ]  # fmt: skip
+        if device == "cuda":
+            cmd += ["-m", "gpu"]
+        if args.include_mutants:
+            cmd.append("--fd-include-mutants")
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        path = Path(out) / "conformance.json"
+        if not path.is_file():
+            sys.exit(f"suite run on {device} wrote no report (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        return wall, json.loads(path.read_text())
+
+
+def describe(device: str, wall: float, document: dict[str, object]) -> str:
+    results = [r for r in document["results"] if r["device"] == device]  # type: ignore[index,union-attr]
+    per_check: dict[str, float] = defaultdict(float)
+    for r in results:
+        per_check[r["check"]] += r["duration"]
+    ran = sum(1 for r in results if r["outcome"] != "skipped")
+    cases = sorted({r["case"] for r in results})
+    graphs = "real graphs" if device == "cuda" else "host-emulated graphs"
+    lines = [f"{device} ({graphs}): wall {wall:.1f} s for {ran} checks over {len(cases)} cases (exit_code {document['exit_code']})"]
+    lines += [f"  {check:<16} {seconds:7.2f} s in tests" for check, seconds in sorted(per_check.items())]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cycles", type=int, default=5, help="--fd-cycles for the weight-cycle check (default 5)")
+    parser.add_argument("--isolate", default="marked", choices=("marked", "all", "off"), help="--fd-isolate mode (default marked)")
+    parser.add_argument("--include-mutants", action="store_true", help="time the mutant-verification session instead")
+    args = parser.parse_args()
+    devices = ["cpu"] + (["cuda"] if visible_gpu_count() > 0 else [])
+    for device in devices:
+        wall, document = run_suite(device, args)
+        print(describe(device, wall, document))
+    if "cuda" not in devices:
+        print("cuda: skipped (no GPU visible)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
