@@ -75,6 +75,12 @@ class ModelCase:
     expected_findings: frozenset[str] = frozenset()
     description: str = ""
     tolerances: Mapping[str, float] = field(default_factory=lambda: {"rtol": 1e-4, "atol": 1e-4})
+    # C6: the engine's config post-processor this model ships with (cfg -> cfg, or in place), and
+    # how to build that engine's config object from a raw graph-opt config
+    # (fd_conformance.config_rules.RawGraphOptConfig; None = an FDConfig-shaped namespace).
+    # The config suite property-tests the post-processor; without one it skips with that reason.
+    config_postprocessor: Callable[[Any], Any] | None = None
+    config_builder: Callable[[Any], Any] | None = None
 
     @property
     def module(self) -> str:

@@ -19,6 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     from fd_conformance import lint
 
     lint.add_cli(sub)
+    from fd_conformance import run_cli  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
+
+    run_cli.add_cli(sub)
+    from fd_conformance import isolation_results  # `report FILE`: matrix from a --fd-results log
+
+    isolation_results.add_cli(sub)
+    from fd_conformance import changed  # `changed --base REV`: model cases a git change can affect
+
+    changed.add_cli(sub)
     return parser
 
 

@@ -1,19 +1,193 @@
 """pytest plugin (pytest11 entry point): markers, options, fixtures and the conformance matrix.
 
-Loading it must cost nothing when unused: no framework import at module level.
+Loading it must cost nothing when unused: no framework (or numpy) import at module level; cases,
+runtimes and reports are imported only when a session actually uses them.
+
+Session state lives in :class:`pytest.StashKey` slots, the way pytest's own faulthandler plugin
+keeps it, so nothing leaks between sessions run in one process (pytester, ``fd-conformance run``).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from fd_conformance.cases import ModelCase, Subject
+    from fd_conformance.report import CheckResult
+    from fd_conformance.runtime.base import Runtime
+    from fd_conformance.verdict import CheckVerdict
+    from fd_conformance.xdist_gpus import GpuLedger
+
 GPU_MARKER_HELP = "gpu: needs a CUDA device; skipped with a reason when none is visible"
-CONFORMANCE_MARKER_HELP = "conformance: a graph-opt contract check from fd_conformance.suite"
+CONFORMANCE_MARKER_HELP = (
+    "conformance(check): a graph-opt contract check from fd_conformance.suite; check names its matrix column"
+)
+
+FD_MODEL_HELP = (
+    "model case(s) to certify, as module:attr or path/to/file.py:attr naming a ModelCase, a list of them "
+    "or a zero-argument factory; repeatable. Default: every installed case (entry point group "
+    "fd_conformance.cases), mutants excluded."
+)
+FD_RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (every installed one). Default: auto."
+FD_CYCLES_HELP = "weight-update cycles in the weight-cycle check (C4), at least 2 to measure growth. Default: 5."
+FD_REPORT_HELP = "directory to write conformance.json and certificate.md into at the end of the session."
+FD_INCLUDE_MUTANTS_HELP = (
+    "also run the installed mutants and expect their findings: a mutant's failing check counts as caught "
+    "(xfail) when it reports only expected codes, and the session fails unless every mutant reports "
+    "exactly its expected codes."
+)
+RUNTIME_CHOICES = ("auto", "torch", "paddle")
+DEFAULT_CYCLES = 5
+MIN_CYCLES = 2  # growth is measured between cycles, so one cycle cannot show it
+DEVICES = ("cpu", "cuda")
+
+CASES_KEY = pytest.StashKey["list[ModelCase] | None"]()
+CYCLES_KEY = pytest.StashKey[int]()
+SESSION_KEY = pytest.StashKey["ConformanceSession"]()
+LEDGER_KEY = pytest.StashKey["GpuLedger"]()
+VERDICT_KEY = pytest.StashKey["CheckVerdict"]()
+RUNTIME_INFO_KEY = pytest.StashKey["dict[str, Any]"]()
+
+pytest_plugins = ["fd_conformance.isolation_plugin"]  # hang/crash isolation: options, marker, worker
+ISOLATION_WORKER_ENV = "FD_CONFORMANCE_ISOLATION_WORKER"  # isolation_worker.WORKER_ENV, without importing it
+PROP_PREFIX = "fd_"  # user_properties keys travel through xdist and into JUnit XML
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fd-conformance", "graph-opt conformance suites")
+    group.addoption("--fd-model", action="append", default=[], metavar="SPEC", help=FD_MODEL_HELP)
+    group.addoption("--fd-runtime", default="auto", metavar="NAME", help=FD_RUNTIME_HELP)
+    group.addoption("--fd-cycles", default=str(DEFAULT_CYCLES), metavar="N", help=FD_CYCLES_HELP)
+    group.addoption("--fd-report", default=None, metavar="DIR", help=FD_REPORT_HELP)
+    group.addoption("--fd-include-mutants", action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
+
+
+def validate_runtime(value: str) -> str:
+    """--fd-runtime: a known framework name that is installed here."""
+    from fd_conformance.runtime import installed_runtimes
+
+    if value not in RUNTIME_CHOICES:
+        raise pytest.UsageError(f"--fd-runtime {value!r} is not one of {', '.join(RUNTIME_CHOICES)}; fix: pass one of them")
+    if value != "auto" and value not in installed_runtimes():
+        raise pytest.UsageError(f"--fd-runtime {value!r} is not installed; fix: pip install 'fd-conformance[{value}]' or use auto")
+    return value
+
+
+def validate_cycles(value: str) -> int:
+    """--fd-cycles: an integer >= MIN_CYCLES."""
+    try:
+        cycles = int(value)
+    except ValueError:
+        raise pytest.UsageError(f"--fd-cycles {value!r} is not an integer; fix: pass e.g. --fd-cycles 5") from None
+    if cycles < MIN_CYCLES:
+        raise pytest.UsageError(f"--fd-cycles {cycles} is below {MIN_CYCLES}; fix: pass at least {MIN_CYCLES} (growth needs two cycles)")
+    return cycles
+
+
+def validate_report_dir(value: str | None) -> str | None:
+    """--fd-report: a directory (created when missing), not an existing file."""
+    if value is None:
+        return None
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise pytest.UsageError(f"--fd-report {value!r} is an existing file; fix: give a directory path")
+    return value
+
+
+def load_session_cases(config: pytest.Config) -> list[ModelCase]:
+    """The cases this session certifies; --fd-model errors become one-line usage errors."""
+    cached = config.stash.get(CASES_KEY, None)
+    if cached is not None:
+        return cached
+    from fd_conformance.case_loading import select_cases
+    from fd_conformance.errors import UsageError
+    from fd_conformance.runtime import installed_runtimes
+
+    try:
+        cases = select_cases(
+            config.getoption("--fd-model"),
+            runtime=config.getoption("--fd-runtime"),
+            include_mutants=config.getoption("--fd-include-mutants"),
+            installed_runtimes=installed_runtimes(),
+        )
+    except UsageError as err:
+        raise pytest.UsageError(str(err)) from None
+    config.stash[CASES_KEY] = cases
+    return cases
+
+
+# --- configuration, GPU per xdist worker -------------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", GPU_MARKER_HELP)
     config.addinivalue_line("markers", CONFORMANCE_MARKER_HELP)
+    # First thing on a worker: pin its GPU before any framework can initialise CUDA.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        from fd_conformance.xdist_gpus import pin_worker_gpu
+
+        pin_worker_gpu(workerinput)
+    validate_runtime(config.getoption("--fd-runtime"))
+    config.stash[CYCLES_KEY] = validate_cycles(config.getoption("--fd-cycles"))
+    validate_report_dir(config.getoption("--fd-report"))
+    config.stash[CASES_KEY] = None
+    # Results are gathered where reports converge: the xdist controller, never an xdist worker or
+    # an isolation worker (whose reports the isolating parent replays into its own session).
+    if workerinput is None and not os.environ.get(ISOLATION_WORKER_ENV):
+        session = ConformanceSession(config)
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, "fd-conformance-session")
+    if config.getoption("--fd-model"):
+        load_session_cases(config)  # fail fast, before collection, on a bad spec
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: give each new (or replacement) worker the least-used GPU."""
+    from fd_conformance.devices import visible_gpu_count
+    from fd_conformance.xdist_gpus import WORKERINPUT_KEY, GpuLedger, physical_gpu_ids
+
+    config: pytest.Config = node.config
+    ledger = config.stash.get(LEDGER_KEY, None)
+    if ledger is None:
+        ledger = GpuLedger(physical_gpu_ids(visible_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES")))
+        config.stash[LEDGER_KEY] = ledger
+    gpu = ledger.claim(node.gateway.id)
+    if gpu is not None:
+        node.workerinput[WORKERINPUT_KEY] = gpu
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    ledger = node.config.stash.get(LEDGER_KEY, None)
+    if ledger is not None:
+        ledger.release(node.gateway.id)
+
+
+# --- collection: cases x devices ------------------------------------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "fd_case" not in metafunc.fixturenames:
+        return
+    cases = load_session_cases(metafunc.config)
+    params = []
+    for case in cases:
+        for device in DEVICES:
+            marks = [pytest.mark.gpu] if device == "cuda" else []
+            params.append(pytest.param(case, device, id=f"{case.name}-{device}", marks=marks))
+    if not params:
+        params = [pytest.param(None, "cpu", id="no-cases", marks=pytest.mark.skip(reason="no model cases selected (see --fd-model/--fd-runtime)"))]
+    metafunc.parametrize(("fd_case", "fd_device"), params)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -26,3 +200,180 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+# --- fixtures the suites use ------------------------------------------------------------------
+
+
+@pytest.fixture
+def fd_cycles(request: pytest.FixtureRequest) -> int:
+    """Weight-update cycles for C4 (--fd-cycles)."""
+    return request.config.stash[CYCLES_KEY]
+
+
+@pytest.fixture
+def fd_runtime(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: str) -> Runtime:
+    """A fresh runtime adapter per test, so one test's events never reach another's recorder."""
+    from fd_conformance.errors import UsageError
+    from fd_conformance.runtime import get_runtime, installed_runtimes
+
+    if fd_case.runtime not in installed_runtimes():
+        pytest.skip(f"runtime {fd_case.runtime!r} is not installed here")
+    try:
+        runtime = get_runtime(fd_case.runtime, fd_device)
+    except UsageError as err:
+        pytest.skip(str(err))
+    request.node.stash[RUNTIME_INFO_KEY] = {
+        "runtime": runtime.name,
+        "runtime_version": runtime.version,
+        "device_name": runtime.device_name(),
+        "graphs_real": runtime.graphs_are_real,
+    }
+    return runtime
+
+
+@pytest.fixture
+def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
+    """The case's model built on this test's runtime."""
+    return fd_case.factory(fd_runtime)
+
+
+@pytest.fixture
+def fd_verdict(request: pytest.FixtureRequest) -> CheckVerdict:
+    """Where a check records findings; ``conclude()`` fails the test on errors."""
+    from fd_conformance.verdict import CheckVerdict
+
+    verdict = CheckVerdict(check_name(request.node))
+    request.node.stash[VERDICT_KEY] = verdict
+    return verdict
+
+
+def check_name(item: pytest.Item) -> str:
+    """The matrix column: the conformance marker's argument, else the test name without test_."""
+    marker = item.get_closest_marker("conformance")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    name = getattr(item, "originalname", item.name)
+    return name[5:] if name.startswith("test_") else name
+
+
+# --- reporting ----------------------------------------------------------------------------------
+
+
+def _is_final(report: pytest.TestReport) -> bool:
+    """The report that decides a test's outcome: the call, or a setup that did not pass."""
+    return report.when == "call" or (report.when == "setup" and not report.passed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("fd_case") if callspec is not None else None
+    if case is None or not _is_final(report):
+        return
+    # Added at the deciding report (not at setup: a skip mark fires before any setup hook of ours),
+    # to the item too, so JUnit XML writes them as <property> elements.
+    props: list[tuple[str, object]] = [
+        (PROP_PREFIX + "case", case.name),
+        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
+        (PROP_PREFIX + "check", check_name(item)),
+        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
+    ]
+    info = item.stash.get(RUNTIME_INFO_KEY, None)
+    if info is not None:
+        props.extend((PROP_PREFIX + k, v) for k, v in info.items())
+    verdict = item.stash.get(VERDICT_KEY, None)
+    if verdict is not None:
+        props.append((PROP_PREFIX + "findings", json.dumps([f.to_dict() for f in verdict.findings])))
+        codes = verdict.error_codes
+        if (
+            report.failed
+            and report.when == "call"
+            and codes
+            and item.config.getoption("--fd-include-mutants")
+            and case.is_mutant
+            and set(codes) <= set(case.expected_findings)
+        ):
+            # An expected violation: the check caught the defect the mutant was built with.
+            report.outcome = "skipped"
+            report.wasxfail = f"mutant {case.name} caught: {','.join(codes)}"  # type: ignore[attr-defined]
+    item.user_properties.extend(props)
+    report.user_properties.extend(props)
+
+
+class ConformanceSession:
+    """Per-session collector (registered as a plugin object, kept in the config stash): turns
+    suite reports into :class:`CheckResult` records on the controller, prints the matrix and
+    writes the reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[CheckResult] = []
+        self.expect_mutants = bool(config.getoption("--fd-include-mutants"))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if PROP_PREFIX + "case" not in props or not _is_final(report):
+            return
+        self.results.append(result_from_report(report, props))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from fd_conformance import report
+
+        if self.results and self.expect_mutants and report.exit_code(self.results, True) != 0 and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a mutant was missed: a check lost its teeth
+        out = self.config.getoption("--fd-report")
+        if out:  # written even when empty: "nothing ran" must be visible to `fd-conformance run`
+            from pathlib import Path
+
+            report.write_reports(Path(out), self.results, self.expect_mutants)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.results:
+            return
+        from fd_conformance.report import format_matrix
+
+        terminalreporter.section("fd-conformance matrix")
+        terminalreporter.write_line(format_matrix(self.results, self.expect_mutants))
+
+
+def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> CheckResult:
+    """One suite test's final report as a CheckResult."""
+    from fd_conformance.report import FAILED, PASSED, SKIPPED, XFAILED, CheckResult
+
+    if hasattr(report, "wasxfail"):
+        outcome = XFAILED
+    elif report.failed:
+        outcome = FAILED
+    elif report.skipped:
+        outcome = SKIPPED
+    else:
+        outcome = PASSED
+    findings = json.loads(str(props.get(PROP_PREFIX + "findings", "[]")))
+    message = ""
+    if report.failed and report.longrepr:
+        lines = str(report.longrepr).strip().splitlines()
+        message = lines[0][:300] if lines else ""
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    graphs_real = props.get(PROP_PREFIX + "graphs_real")
+    return CheckResult(
+        nodeid=report.nodeid,
+        case=str(props[PROP_PREFIX + "case"]),
+        device=str(props.get(PROP_PREFIX + "device", "")),
+        check=str(props.get(PROP_PREFIX + "check", "")),
+        outcome=outcome,
+        codes=sorted({f["code"] for f in findings if f["severity"] == "error"}),
+        warnings=sorted({f["code"] for f in findings if f["severity"] != "error"}),
+        findings=findings,
+        expected=[c for c in str(props.get(PROP_PREFIX + "expected", "")).split(",") if c],
+        message=message,
+        duration=report.duration,
+        runtime=str(props.get(PROP_PREFIX + "runtime", "")),
+        runtime_version=str(props.get(PROP_PREFIX + "runtime_version", "")),
+        device_name=str(props.get(PROP_PREFIX + "device_name", "")),
+        graphs_real=graphs_real if isinstance(graphs_real, bool) else None,
+    )

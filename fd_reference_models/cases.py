@@ -111,7 +111,7 @@ def torch_cases() -> list[ModelCase]:
         case("mutant-qwen3-vl-without-clear", mutant_qwen3_vl_without_clear, mm, ("FDC001",), "Qwen3-VL wrapper lacks clear"),
         case("mutant-glm4-moe-legacy-spelling", mutant_glm4_moe_legacy_spelling, moe, ("FDC002",), "legacy clear_grpah_opt_backend only"),
         case("mutant-draft-cleared-after-release", mutant_draft_cleared_after_release, draft, ("FDC201",), "MTP hang order"),
-        case("mutant-draft-guarded-by-main-flag", mutant_draft_guarded_by_main_flag, draft, ("FDC201", "FDC202"), "draft clear under main flag (main graphs off)"),
+        case("mutant-draft-guarded-by-main-flag", mutant_draft_guarded_by_main_flag, draft, ("FDC201", "FDC202", "FDC203"), "draft clear under main flag (main graphs off)"),
         case("mutant-group-shutdown-first", mutant_group_shutdown_first, draft, ("FDC202",), "group shut down before graphs cleared"),
         case("mutant-update-without-recapture", mutant_update_without_recapture, draft, ("FDC204", "FDC304"), "stale graphs after reload"),
         case("mutant-retain-old-weights", mutant_retain_old_weights, draft, ("FDC305",), "old weights kept each cycle"),

@@ -1,0 +1,170 @@
+"""Where model cases come from: bundled/installed packages (entry points) and ``--fd-model`` specs.
+
+A spec is ``module:attr`` or ``path/to/file.py:attr`` naming a :class:`ModelCase`, an iterable of
+cases, or a zero-argument factory returning either. Every way a spec can be wrong (module missing,
+attribute missing, factory raising, wrong type) becomes a one-line :class:`UsageError` that names
+the spec and the fix, because a model author self-certifying should never read a traceback wall
+to find a typo.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from fd_conformance.cases import ModelCase
+from fd_conformance.errors import UsageError
+
+ENTRY_POINT_GROUP = "fd_conformance.cases"
+SPEC_FORM = "module:attr or path/to/file.py:attr"
+
+
+def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
+    """Import by dotted name, or by file path when the spec points at a ``.py`` file."""
+    if module_part.endswith(".py"):
+        path = Path(module_part).resolve()
+        if not path.is_file():
+            raise UsageError(f"{source} {spec!r}: file {module_part!r} not found", f"give an existing .py file ({SPEC_FORM})")
+        name = f"_fd_conformance_user_{path.stem}_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:  # pragma: no cover - .py files always have one
+            raise UsageError(f"{source} {spec!r}: cannot load {module_part!r}", "give a Python source file")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up by name
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as err:
+            sys.modules.pop(name, None)
+            raise UsageError(
+                f"{source} {spec!r}: importing {module_part!r} raised {type(err).__name__}: {_one_line(err)}",
+                "fix the error in that file",
+            ) from err
+        return module
+    try:
+        return importlib.import_module(module_part)
+    except ModuleNotFoundError as err:
+        missing = err.name or ""
+        if missing and (module_part == missing or module_part.startswith(missing + ".")):
+            raise UsageError(
+                f"{source} {spec!r}: module {module_part!r} not found",
+                "check the spelling, install the package, or run from the directory that contains it (it must be on sys.path)",
+            ) from err
+        raise UsageError(
+            f"{source} {spec!r}: importing {module_part!r} failed: {_one_line(err)}",
+            "install what that module imports",
+        ) from err
+    except Exception as err:
+        raise UsageError(
+            f"{source} {spec!r}: importing {module_part!r} raised {type(err).__name__}: {_one_line(err)}",
+            "fix the error in that module",
+        ) from err
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def coerce_cases(value: Any, origin: str) -> list[ModelCase]:
+    """Turn what a spec or entry point names into cases; ``origin`` names it in errors."""
+    if isinstance(value, ModelCase):
+        return [value]
+    if callable(value) and not isinstance(value, type):
+        try:
+            produced = value()
+        except Exception as err:
+            raise UsageError(
+                f"{origin}: the factory raised {type(err).__name__}: {_one_line(err)}",
+                "make it return a ModelCase or a list of them without raising",
+            ) from err
+        if callable(produced) and not isinstance(produced, (ModelCase, type)):
+            raise UsageError(f"{origin}: the factory returned another callable", "return a ModelCase or a list of them")
+        return coerce_cases(produced, origin)
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, dict)):
+        items = list(value)
+        bad = [item for item in items if not isinstance(item, ModelCase)]
+        if bad:
+            raise UsageError(
+                f"{origin}: expected ModelCase items, got {type(bad[0]).__name__}",
+                "return fd_conformance.cases.ModelCase objects",
+            )
+        if not items:
+            raise UsageError(f"{origin}: names no cases (empty list)", "return at least one ModelCase")
+        return items
+    raise UsageError(
+        f"{origin}: expected a ModelCase, a list of them or a factory, got {type(value).__name__}",
+        "point it at fd_conformance.cases.ModelCase objects",
+    )
+
+
+def load_spec(spec: str, source: str = "--fd-model") -> list[ModelCase]:
+    """Resolve one ``module:attr`` / ``file.py:attr`` spec to cases."""
+    module_part, sep, attr_part = spec.rpartition(":")
+    # "C:\\x.py" style drive letters aside, a spec needs exactly one module/attr split.
+    if not sep or not module_part or not attr_part:
+        raise UsageError(f"{source} {spec!r} is not {SPEC_FORM}", f"write it as {SPEC_FORM}, e.g. mypkg.cases:all_cases")
+    module = _import_spec_module(spec, module_part, source)
+    value: Any = module
+    for part in attr_part.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UsageError(
+                f"{source} {spec!r}: {module_part!r} has no attribute {attr_part!r}",
+                "check the name after the colon",
+            ) from None
+    return coerce_cases(value, f"{source} {spec!r}")
+
+
+def installed_cases() -> list[ModelCase]:
+    """Cases of every installed package that registers the ``fd_conformance.cases`` entry point."""
+    cases: list[ModelCase] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        origin = f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP}"
+        try:
+            value = ep.load()
+        except Exception as err:
+            raise UsageError(
+                f"{origin} failed to load: {type(err).__name__}: {_one_line(err)}",
+                "fix or uninstall the package that registers it",
+            ) from err
+        cases.extend(coerce_cases(value, origin))
+    return cases
+
+
+def select_cases(
+    specs: Sequence[str],
+    *,
+    runtime: str = "auto",
+    include_mutants: bool = False,
+    installed_runtimes: Sequence[str] = ("torch", "paddle"),
+) -> list[ModelCase]:
+    """The cases a session certifies.
+
+    Explicit specs are taken as given (a mutant named explicitly is tested like any model);
+    without specs, the installed good cases, plus the mutants when ``include_mutants``.
+    ``runtime`` keeps only that framework's cases; "auto" keeps every installed framework's.
+    """
+    if specs:
+        cases = [case for spec in specs for case in load_spec(spec)]
+        if include_mutants:
+            cases.extend(c for c in installed_cases() if c.is_mutant)
+    else:
+        cases = [c for c in installed_cases() if include_mutants or not c.is_mutant]
+    if runtime == "auto":
+        cases = [c for c in cases if c.runtime in installed_runtimes]
+    else:
+        cases = [c for c in cases if c.runtime == runtime]
+    unique: dict[str, ModelCase] = {}
+    for case in cases:
+        other = unique.get(case.name)
+        if other is not None and other != case:
+            raise UsageError(f"two different cases are named {case.name!r}", "give every ModelCase a unique name")
+        unique[case.name] = case
+    return list(unique.values())

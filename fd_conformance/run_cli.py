@@ -1,0 +1,166 @@
+"""``fd-conformance run``: certify models with the shipped suites and write the reports.
+
+pytest runs in a subprocess (``python -m pytest --pyargs fd_conformance.suite``) rather than
+in-process: the suites import frameworks and may initialise CUDA, and a certificate must come
+from a clean interpreter, not from whatever the caller imported. The subprocess writes
+conformance.json, certificate.md (through the plugin's --fd-report) and junit.xml; this command
+prints the matrix and turns the verdicts into the exit code (0 pass, 1 violations, 2 usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fd_conformance.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
+
+RUN_HELP = "run the conformance suites over the bundled reference models (or --model ones) and write reports"
+MODEL_HELP = "model case spec, module:attr or path/to/file.py:attr (repeatable); default: every installed good case"
+RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (default)"
+WORKERS_HELP = "pytest-xdist workers (one GPU each on a GPU host); default: no xdist"
+OUT_HELP = "directory for conformance.json, junit.xml, certificate.md and pytest.log (default: ./fd-conformance-report)"
+CYCLES_HELP = "weight-update cycles for the weight-cycle check (default 5)"
+MUTANTS_HELP = "also run the bundled mutants; passes only if each reports exactly its expected findings"
+DEVICE_HELP = "which rows to run: cpu (host-emulated graphs), cuda (real graphs) or all (default; cuda skips without a GPU)"
+VERBOSE_HELP = "stream pytest's own output instead of saving it to OUT/pytest.log"
+PYTEST_ARGS_HELP = "extra pytest arguments after --, e.g. -- -x -k protocol"
+
+DEFAULT_OUT = "fd-conformance-report"
+DEVICE_CHOICES = ("all", "cpu", "cuda")
+SUITE_DIR = Path(__file__).resolve().parent / "suite"
+PYTEST_USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR, without importing pytest here
+
+
+def positive_int(option: str, minimum: int) -> Any:
+    """argparse ``type=``: an integer >= ``minimum`` whose error names the option."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{option} {value} is below {minimum}")
+        return value
+
+    return parse
+
+
+def add_cli(subparsers: Any) -> None:
+    """Register ``fd-conformance run`` (called from fd_conformance.cli.build_parser)."""
+    parser = subparsers.add_parser("run", help=RUN_HELP, description=RUN_HELP)
+    parser.add_argument("--model", action="append", default=[], metavar="SPEC", help=MODEL_HELP)
+    parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "paddle"), help=RUNTIME_HELP)
+    parser.add_argument("-n", "--workers", type=positive_int("-n", 1), default=None, metavar="N", help=WORKERS_HELP)
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=OUT_HELP)
+    parser.add_argument("--cycles", type=positive_int("--cycles", 2), default=5, metavar="K", help=CYCLES_HELP)
+    parser.add_argument("--include-mutants", action="store_true", help=MUTANTS_HELP)
+    parser.add_argument("--device", default="all", choices=DEVICE_CHOICES, help=DEVICE_HELP)
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help=PYTEST_ARGS_HELP)
+    parser.set_defaults(func=run)
+
+
+def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
+    """The pytest invocation. Options use ``--opt=value``: pytest reads a bare value after an
+    option it does not know yet (plugin options) as a path when it picks the rootdir."""
+    # A fixed rootdir (the suite package) gives the same test ids wherever the user stands, so the
+    # isolation worker re-collecting by id finds the parent's tests from any cwd.
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q", f"--rootdir={SUITE_DIR}"]
+    cmd += [f"--fd-model={absolute_spec(spec)}" for spec in args.model]
+    cmd += [f"--fd-runtime={args.runtime}", f"--fd-cycles={args.cycles}", f"--fd-report={out}", f"--junitxml={out / 'junit.xml'}"]
+    if args.include_mutants:
+        cmd.append("--fd-include-mutants")
+    if args.device != "all":
+        # The plugin marks exactly the cuda rows `gpu`, so a marker (not -k on names) picks rows.
+        cmd += ["-m", "gpu" if args.device == "cuda" else "not gpu"]
+    if args.workers:
+        cmd += ["-n", str(args.workers)]
+    return cmd + list(args.pytest_args)
+
+
+def absolute_spec(spec: str) -> str:
+    """``rel/path.py:attr`` made absolute: pytest runs with another rootdir than the user's cwd."""
+    module, sep, attr = spec.rpartition(":")
+    if sep and module.endswith(".py"):
+        return f"{Path(module).resolve()}:{attr}"
+    return spec
+
+
+def _validate(args: argparse.Namespace, out: Path) -> None:
+    if args.workers and importlib.util.find_spec("xdist") is None:
+        raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is an existing file", "give a directory path")
+
+
+def _usage_line(text: str) -> str:
+    """pytest's one-line usage error ("ERROR: ...") without its prefix."""
+    for line in text.splitlines():
+        if line.startswith("ERROR: "):
+            return line[len("ERROR: ") :]
+    return text.strip().splitlines()[-1] if text.strip() else "pytest rejected the arguments"
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    _validate(args, out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "conformance.json"
+    json_path.unlink(missing_ok=True)  # a stale document must never pass for this run's result
+    env = dict(os.environ)
+    # module:attr specs name modules relative to where the user stands, as `python -m` would.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    cmd = pytest_command(args, out)
+    if args.verbose:
+        proc = subprocess.run(cmd, env=env, text=True)
+        log = ""
+    else:
+        proc = subprocess.run(cmd, env=env, text=True, capture_output=True)
+        log = proc.stdout + proc.stderr
+        (out / "pytest.log").write_text(log, encoding="utf-8")
+    if proc.returncode == PYTEST_USAGE_ERROR:
+        print(f"fd-conformance run: error: {_usage_line(log)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not json_path.is_file():
+        tail = "\n".join(log.strip().splitlines()[-15:])
+        print(f"fd-conformance run: pytest exited {proc.returncode} without writing {json_path}\n{tail}", file=sys.stderr)
+        return EXIT_INTERNAL
+    document = json.loads(json_path.read_text(encoding="utf-8"))
+    return report_run(document, out)
+
+
+def report_run(document: dict[str, Any], out: Path) -> int:
+    """Print the matrix and where the reports are; the exit code from the verdicts."""
+    from fd_conformance.report import format_matrix, results_from_records
+
+    results = results_from_records(document["results"])
+    if not any(r.outcome != "skipped" for r in results):
+        raise UsageError(
+            "no conformance check ran (no case selected, or every check skipped here)",
+            "pass --model SPEC, install a package registering fd_conformance.cases, or check --runtime/--device",
+        )
+    print(format_matrix(results, bool(document["expect_mutants"])))
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in document["summary"].items() if count)
+    verdict = "PASS" if document["exit_code"] == 0 else "FAIL"
+    print(f"\nfd-conformance: {verdict} ({summary})")
+    for name in ("conformance.json", "junit.xml", "certificate.md"):
+        print(f"  {out / name}")
+    return int(document["exit_code"])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="fd-conformance")
+    add_cli(parser.add_subparsers(dest="command", required=True))
+    ns = parser.parse_args()
+    try:
+        sys.exit(ns.func(ns))
+    except UsageError as err:
+        print(f"fd-conformance run: error: {err}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,162 @@
+"""Helpers shared by the suite modules: output comparison, clearing, memory resolution, recorder.
+
+Kept private (underscore) so pytest never collects it and the suites stay one clause per module.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.runtime.base import Graph, MemoryStats, Runtime
+from fd_conformance.verdict import CheckVerdict
+
+# Graph memory on a GPU is measured through the caching allocator after empty_cache(); 1 MiB
+# absorbs allocator rounding and small library workspaces, far below any real graph pool.
+GPU_MEMORY_RESOLUTION = 1 << 20
+# Host emulation counts the exact bytes of live static outputs: any byte left over is a leak.
+HOST_MEMORY_RESOLUTION = 0
+
+
+def memory_resolution(runtime: Runtime) -> int:
+    return GPU_MEMORY_RESOLUTION if runtime.graphs_are_real else HOST_MEMORY_RESOLUTION
+
+
+def settled_memory(runtime: Runtime) -> MemoryStats:
+    """Allocator figures once pending work, garbage and the allocator cache are accounted for."""
+    runtime.synchronize()
+    gc.collect()
+    runtime.empty_cache()
+    return runtime.memory_stats()
+
+
+def settled_allocated(runtime: Runtime) -> int:
+    return settled_memory(runtime).allocated
+
+
+def models_of(subject: Any) -> list[tuple[str, Any]]:
+    """("main", wrapper) and, when the case has one, ("draft", draft)."""
+    models = [("main", subject.wrapper)]
+    if subject.draft is not None:
+        models.append(("draft", subject.draft))
+    return models
+
+
+def require_clear_methods(subject: Any) -> None:
+    """Skip a lifecycle check when a wrapper has no clear method at all: the protocol check
+    reports that (FDC001), and every later step would only fail as a consequence of it."""
+    import pytest
+
+    from fd_conformance.protocol import CANONICAL, LEGACY
+
+    for role, model in models_of(subject):
+        if not any(callable(getattr(model, name, None)) for name in (CANONICAL, LEGACY)):
+            pytest.skip(f"{role} wrapper {type(model).__qualname__} has no clear method; the protocol check reports it (FDC001)")
+
+
+def graphs_on(subject: Any) -> None:
+    """Graphs on for main and draft: C1/C2/C4 judge captured graphs, flag combinations are C3's."""
+    subject.runner.use_cudagraph = True
+    subject.runner.draft_model_use_cudagraph = subject.draft is not None
+
+
+def clear_models(subject: Any) -> None:
+    """What an engine does to drop graphs: the canonical clear on the wrapper and the draft."""
+    from fd_conformance.protocol import CANONICAL, LEGACY
+
+    for _, model in models_of(subject):
+        method = getattr(model, CANONICAL, None) or getattr(model, LEGACY)
+        method()
+
+
+def graph_refs(subject: Any) -> list[weakref.ref[Graph]]:
+    """Weak references: holding the graphs strongly would keep alive what the model dropped."""
+    return [weakref.ref(g) for g in subject.graphs()]
+
+
+def alive_graphs(refs: Iterable[weakref.ref[Graph]]) -> list[Graph]:
+    gc.collect()  # a graph dropped without reset() is destroyed when collected
+    return [g for g in (r() for r in refs) if g is not None and g.alive]
+
+
+def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str) -> None:
+    """FDC203 for graphs alive at a point where none may be, unless the recorder said so already."""
+    if "FDC203" in verdict.error_codes:
+        return
+    for graph in alive:
+        verdict.add(
+            make_finding(
+                "FDC203",
+                f"graph {graph.label!r} ({graph.owner}) is still alive after {after}",
+                "reset every graph (main and draft) in clear_graph_opt_backend(), whatever the graph flags",
+                Location(obj=f"{graph.owner}:{graph.label}"),
+            )
+        )
+
+
+def compare_outputs(
+    runtime: Runtime,
+    got: Mapping[str, Any],
+    want: Mapping[str, Any],
+    tolerances: Mapping[str, float],
+    code: str,
+    what: str,
+) -> list[Finding]:
+    """Findings (``code``) for every output that differs beyond the case's tolerances."""
+    import numpy as np
+
+    findings: list[Finding] = []
+    rtol, atol = float(tolerances.get("rtol", 1e-4)), float(tolerances.get("atol", 1e-4))
+    for name in want:
+        if name not in got:
+            findings.append(make_finding(code, f"{what}: output {name!r} missing", "return the same outputs as eager", Location(obj=name)))
+            continue
+        a = np.asarray(runtime.to_numpy(got[name]), dtype=np.float64)
+        b = np.asarray(runtime.to_numpy(want[name]), dtype=np.float64)
+        if a.shape != b.shape:
+            findings.append(
+                make_finding(code, f"{what}: output {name!r} shape {a.shape} != eager {b.shape}", "slice padded graph outputs back to the real tokens", Location(obj=name))
+            )
+            continue
+        if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=False):
+            worst = float(np.max(np.abs(a - b))) if a.size else 0.0
+            findings.append(
+                make_finding(
+                    code,
+                    f"{what}: output {name!r} differs from eager (max |diff| {worst:.3g} > atol {atol:g} + rtol {rtol:g})",
+                    "capture on the current weights and static inputs; recapture after every weight reload",
+                    Location(obj=name),
+                )
+            )
+    return findings
+
+
+def recorded(runtime: Runtime) -> Any:
+    """The lifecycle recorder over ``runtime`` (a context manager)."""
+    from fd_conformance.lifecycle import LifecycleRecorder
+
+    return LifecycleRecorder(runtime)
+
+
+def recorder_findings(recorder: Any) -> list[Finding]:
+    """Findings the recorder's rules derived from the events it saw."""
+    found = recorder.findings
+    return list(found() if callable(found) else found)
+
+
+def exception_finding(code: str, err: BaseException, during: str, hint: str) -> Finding:
+    first = (str(err).strip().splitlines() or [""])[0]
+    return make_finding(code, f"{during} raised {type(err).__name__}: {first}", hint, Location(obj=during))
+
+
+def guarded(verdict: CheckVerdict, code: str, during: str, hint: str, fn: Callable[[], Any]) -> bool:
+    """Run ``fn``; an exception becomes a ``code`` finding. Returns whether it succeeded."""
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - any exception here IS the contract violation
+        verdict.add(exception_finding(code, err, during, hint))
+        return False
+    return True

@@ -1,0 +1,42 @@
+"""Protocol: every engine-facing wrapper (the draft included) conforms to GraphOptModel, and with
+the legacy alias installed both spellings reach the same method (DESIGN.md "P")."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from fd_conformance.findings import Location, make_finding
+from fd_conformance.suite._support import models_of
+from fd_conformance.verdict import CheckVerdict
+
+pytestmark = pytest.mark.conformance("protocol")
+
+
+def test_protocol(fd_subject: Any, fd_verdict: CheckVerdict) -> None:
+    from fd_conformance.protocol import CANONICAL, LEGACY, check_protocol, legacy_alias
+
+    for role, model in models_of(fd_subject):
+        findings = check_protocol(model)
+        fd_verdict.extend(findings)
+        if any(f.is_error for f in findings):
+            continue  # the alias refuses non-conforming classes; the findings already say why
+        cls = type(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the legacy spelling is FDC002's job
+            with legacy_alias(cls):
+                canonical = getattr(model, CANONICAL, None)
+                legacy = getattr(model, LEGACY, None)
+                same = canonical is not None and legacy is not None and getattr(canonical, "__func__", canonical) is getattr(legacy, "__func__", legacy)
+        if not same:
+            fd_verdict.add(
+                make_finding(
+                    "FDC003",
+                    f"{role} wrapper {cls.__qualname__}: with the alias installed, {CANONICAL} and {LEGACY} reach different methods",
+                    f"define the body once as {CANONICAL} and let the kit alias {LEGACY}",
+                    Location(obj=f"{cls.__module__}.{cls.__qualname__}"),
+                )
+            )
+    fd_verdict.conclude()

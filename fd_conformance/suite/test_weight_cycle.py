@@ -1,0 +1,90 @@
+"""C4 weight cycle: clear -> release -> reload NEW weights -> recapture, then outputs equal the
+eager forward with the new weights (FDC304); no graph replays stale buffers (FDC204); and
+--fd-cycles cycles (default 5) do not grow memory (FDC305)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fd_conformance.cases import ModelCase
+from fd_conformance.findings import Location, make_finding
+from fd_conformance.runtime.base import Runtime, StaleGraphError
+from fd_conformance.suite._support import (
+    compare_outputs,
+    exception_finding,
+    graphs_on,
+    memory_resolution,
+    recorded,
+    recorder_findings,
+    require_clear_methods,
+    settled_allocated,
+)
+from fd_conformance.verdict import CheckVerdict
+
+pytestmark = pytest.mark.conformance("weight_cycle")
+
+STALE_HINT = "capture again after update_parameters(): reloaded weights live at new addresses"
+
+
+def grows(held: list[int], resolution: int) -> bool:
+    """A leak: total growth beyond the resolution, or growth in EVERY cycle (at least two in a
+    row). A tiny model leaks less than the 1 MiB GPU resolution per cycle, but a correct one
+    allocates the same bytes each cycle after empty_cache(), so steady growth is the signature."""
+    if len(held) < 2:
+        return False
+    deltas = [b - a for a, b in zip(held, held[1:])]
+    return held[-1] - held[0] > resolution or (len(deltas) >= 2 and all(d > 0 for d in deltas))
+
+
+def test_weight_cycle(
+    fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, fd_verdict: CheckVerdict, fd_cycles: int
+) -> None:
+    require_clear_methods(fd_subject)
+    graphs_on(fd_subject)
+    runner = fd_subject.runner
+    sizes = sorted(fd_case.capture_sizes, reverse=True)
+    inputs = {size: fd_subject.make_inputs(size, seed=size) for size in sizes}
+    held: list[int] = []
+    # One recorder over the whole run: a stale replay is judged against the capture it came from,
+    # which may be the initial one (a runner that never recaptures).
+    with recorded(fd_runtime) as recorder:
+        runner.capture_model()
+        for cycle in range(1, fd_cycles + 1):
+            runner.clear_parameters()
+            survivors = recorder.live_graphs()
+            if survivors:
+                # Graphs outliving clear_parameters() are C3's finding (FDC203/FDC201); what
+                # follows (stale replays) would only restate it, so the cycle cannot be judged.
+                pytest.skip(f"{len(survivors)} graph(s) survived clear_parameters(); see teardown_order")
+            runner.update_parameters(fd_subject.new_weights(seed=cycle))
+            for size in sizes:
+                try:
+                    got = fd_subject.forward(inputs[size])
+                except StaleGraphError as err:
+                    # Host emulation refuses the stale replay a GPU would run on freed memory; either
+                    # way no output equals eager with the new weights, so both codes, on both devices.
+                    during = f"cycle {cycle} replay at {size} tokens"
+                    fd_verdict.add(exception_finding("FDC204", err, during, STALE_HINT))
+                    fd_verdict.add(exception_finding("FDC304", err, during, STALE_HINT))
+                    break
+                want = fd_subject.eager_forward(inputs[size])
+                fd_verdict.extend(compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC304", f"cycle {cycle}, {size} tokens"))
+            seen = set(fd_verdict.error_codes)
+            # Only stale replays are this check's; teardown order is C3's (one defect, one check).
+            fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC204" and f.code not in seen)
+            if fd_verdict.error_codes:
+                break  # the same defect repeats every cycle; one cycle's findings say it
+            held.append(settled_allocated(fd_runtime))
+    resolution = memory_resolution(fd_runtime)
+    if grows(held, resolution):
+        fd_verdict.add(
+            make_finding(
+                "FDC305",
+                f"memory grew {held[-1] - held[0]} bytes over {len(held)} weight cycles (held after each: {held}; resolution {resolution})",
+                "drop old graphs, output buffers and weight copies on every clear_parameters()",
+                Location(obj=fd_case.name),
+            )
+        )
+    fd_verdict.conclude()

@@ -1,0 +1,49 @@
+"""How a suite check hands its findings to the plugin: one :class:`CheckVerdict` per test.
+
+The check adds what it observed; :meth:`CheckVerdict.conclude` fails the test with one line per
+error finding. The plugin reads the same object from the item's stash to put the finding codes
+into the report, the matrix and the JUnit properties, so the codes never have to be parsed back
+out of a failure message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from fd_conformance.findings import Finding
+
+
+@dataclass
+class CheckVerdict:
+    """Findings of one check on one case; errors fail the test, warnings are only reported."""
+
+    check: str
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+    def extend(self, findings: Iterable[Finding]) -> None:
+        self.findings.extend(findings)
+
+    @property
+    def error_codes(self) -> list[str]:
+        return sorted({f.code for f in self.findings if f.is_error})
+
+    @property
+    def warning_codes(self) -> list[str]:
+        return sorted({f.code for f in self.findings if not f.is_error})
+
+    def failure_message(self) -> str:
+        errors = [f for f in self.findings if f.is_error]
+        lines = [f"{self.check}: {len(errors)} contract violation(s): {', '.join(self.error_codes)}"]
+        lines.extend(f"  {f.format()}" for f in errors)
+        return "\n".join(lines)
+
+    def conclude(self) -> None:
+        """Fail the running test when any error finding was recorded."""
+        if self.error_codes:
+            import pytest
+
+            pytest.fail(self.failure_message(), pytrace=False)

@@ -1,0 +1,274 @@
+"""The pytest plugin: options and their validation, --fd-model loading errors, markers, import
+cost, and the GPU-per-xdist-worker ledger (its logic on CPU, including worker replacement)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fd_conformance import plugin
+from fd_conformance.case_loading import coerce_cases, load_spec, select_cases
+from fd_conformance.cases import ModelCase
+from fd_conformance.errors import UsageError
+from fd_conformance.xdist_gpus import WORKERINPUT_KEY, GpuLedger, physical_gpu_ids, pin_worker_gpu
+
+pytest_plugins = ["pytester"]
+
+CASES_SOURCE = textwrap.dedent(
+    """
+    from fd_conformance.cases import ModelCase
+
+    def _factory(runtime):
+        raise AssertionError("never built in these tests")
+
+    GOOD = ModelCase(name="good", runtime="torch", factory=_factory, capture_sizes=(2, 1))
+    OTHER = ModelCase(name="other", runtime="torch", factory=_factory, capture_sizes=(1,))
+    SAME_NAME = ModelCase(name="good", runtime="paddle", factory=_factory, capture_sizes=(1,))
+    PADDLE = ModelCase(name="pd", runtime="paddle", factory=_factory, capture_sizes=(1,))
+    MUTANT = ModelCase(name="mut", runtime="torch", factory=_factory, capture_sizes=(1,), expected_findings=frozenset({"FDC301"}))
+    LIST = [GOOD, OTHER]
+    EMPTY = []
+    NOT_A_CASE = 42
+    MIXED = [GOOD, "x"]
+
+    def factory():
+        return [GOOD, OTHER]
+
+    def raising_factory():
+        raise RuntimeError("weights missing")
+
+    def returns_callable():
+        return factory
+    """
+)
+
+
+@pytest.fixture
+def cases_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_cases.py"
+    path.write_text(CASES_SOURCE)
+    return path
+
+
+# --- case loading: every way a spec can be wrong is one line naming the fix ----------------------
+
+
+@pytest.mark.parametrize(
+    ("attr", "names"),
+    [("GOOD", ["good"]), ("LIST", ["good", "other"]), ("factory", ["good", "other"])],
+)
+def test_spec_resolves_case_list_or_factory(cases_file: Path, attr: str, names: list[str]) -> None:
+    assert [c.name for c in load_spec(f"{cases_file}:{attr}")] == names
+
+
+def test_spec_by_module_name(cases_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(cases_file.parent))
+    assert [c.name for c in load_spec("my_cases:LIST")] == ["good", "other"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem", "fix"),
+    [
+        ("no_such_pkg_fdc.models:CASES", "module 'no_such_pkg_fdc.models' not found", "check the spelling"),
+        ("{file}:MISSING", "has no attribute 'MISSING'", "check the name after the colon"),
+        ("{file}:raising_factory", "the factory raised RuntimeError: weights missing", "without raising"),
+        ("{file}:NOT_A_CASE", "expected a ModelCase, a list of them or a factory, got int", "ModelCase"),
+        ("{file}:MIXED", "expected ModelCase items, got str", "ModelCase"),
+        ("{file}:EMPTY", "names no cases", "at least one"),
+        ("{file}:returns_callable", "returned another callable", "return a ModelCase"),
+        ("no-colon-here", "is not module:attr", "e.g. mypkg.cases:all_cases"),
+        ("/nonexistent/models.py:X", "not found", "existing .py file"),
+    ],
+)
+def test_bad_spec_is_one_line_usage_error(cases_file: Path, spec: str, problem: str, fix: str) -> None:
+    spec = spec.format(file=cases_file)
+    with pytest.raises(UsageError) as info:
+        load_spec(spec)
+    message = str(info.value)
+    assert "\n" not in message
+    assert problem in info.value.problem
+    assert fix in info.value.fix
+    assert message.startswith(f"--fd-model {spec!r}")
+
+
+def test_module_importing_a_missing_dependency_names_the_dependency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "needs_dep.py").write_text("import no_such_dependency_fdc\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UsageError, match="no_such_dependency_fdc") as info:
+        load_spec("needs_dep:X")
+    assert "install what that module imports" in info.value.fix
+
+
+def test_coerce_rejects_a_class(cases_file: Path) -> None:
+    with pytest.raises(UsageError, match="got type"):
+        coerce_cases(ModelCase, "origin")
+
+
+def test_select_filters_runtime_mutants_and_duplicates(cases_file: Path) -> None:
+    spec = f"{cases_file}:"
+    assert [c.name for c in select_cases([spec + "LIST", spec + "PADDLE"], runtime="paddle")] == ["pd"]
+    assert [c.name for c in select_cases([spec + "LIST", spec + "PADDLE"], installed_runtimes=("torch",))] == ["good", "other"]
+    # An explicitly named mutant is tested like any model.
+    assert [c.name for c in select_cases([spec + "MUTANT"])] == ["mut"]
+    with pytest.raises(UsageError, match="two different cases are named 'good'"):
+        select_cases([spec + "GOOD", spec + "SAME_NAME"])
+
+
+def test_bundled_cases_exclude_mutants_unless_asked() -> None:
+    good = select_cases([], installed_runtimes=("torch", "paddle"))
+    assert good and not any(c.is_mutant for c in good)
+    everything = select_cases([], include_mutants=True, installed_runtimes=("torch", "paddle"))
+    assert any(c.is_mutant for c in everything)
+    assert {c.name for c in good} < {c.name for c in everything}
+
+
+# --- option validation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [("2", 2), ("5", 5), ("12", 12)])
+def test_cycles_valid(value: str, expected: int) -> None:
+    assert plugin.validate_cycles(value) == expected
+
+
+@pytest.mark.parametrize(("value", "message"), [("x", "is not an integer"), ("1", "is below 2"), ("-3", "is below 2")])
+def test_cycles_invalid_names_the_option(value: str, message: str) -> None:
+    with pytest.raises(pytest.UsageError, match=f"--fd-cycles .*{message}.*fix:"):
+        plugin.validate_cycles(value)
+
+
+def test_runtime_invalid_names_the_option() -> None:
+    with pytest.raises(pytest.UsageError, match="--fd-runtime 'jax' is not one of auto, torch, paddle; fix"):
+        plugin.validate_runtime("jax")
+    assert plugin.validate_runtime("auto") == "auto"
+    assert plugin.validate_runtime("torch") == "torch"
+
+
+def test_report_dir_must_not_be_a_file(tmp_path: Path) -> None:
+    afile = tmp_path / "f"
+    afile.write_text("")
+    with pytest.raises(pytest.UsageError, match="--fd-report .* is an existing file; fix"):
+        plugin.validate_report_dir(str(afile))
+    assert plugin.validate_report_dir(str(tmp_path / "new")) == str(tmp_path / "new")
+
+
+def test_option_help_is_in_named_constants(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    out = result.stdout.str()
+    for option in ("--fd-model", "--fd-runtime", "--fd-cycles", "--fd-report", "--fd-include-mutants"):
+        assert option in out
+    assert "zero-argument factory" in out  # from FD_MODEL_HELP
+
+
+# --- in a real pytest session -----------------------------------------------------------------------
+
+
+def test_bad_fd_model_in_pytest_is_one_line_without_traceback(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest("--fd-model", "no_such_pkg_fdc:CASES")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert errors == [
+        "ERROR: --fd-model 'no_such_pkg_fdc:CASES': module 'no_such_pkg_fdc' not found; fix: check the spelling, "
+        "install the package, or run from the directory that contains it (it must be on sys.path)"
+    ]
+    assert "Traceback" not in result.stdout.str() + "\n".join(result.errlines)
+
+
+@pytest.mark.parametrize(("option", "value"), [("--fd-cycles", "0"), ("--fd-runtime", "jax")])
+def test_bad_option_value_in_pytest_is_usage_error(pytester: pytest.Pytester, option: str, value: str) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest(f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(line.startswith(f"ERROR: {option} ") for line in result.errlines)
+
+
+def test_markers_are_clean_under_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_m="""
+        import pytest
+
+        @pytest.mark.gpu
+        def test_needs_gpu():
+            pass
+
+        @pytest.mark.conformance("protocol")
+        def test_check():
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers", "-rs", "--fd-isolate=off")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*no GPU*"])
+
+
+def test_plugin_import_costs_nothing() -> None:
+    code = (
+        "import sys, fd_conformance.plugin, fd_conformance.case_loading, fd_conformance.report, fd_conformance.xdist_gpus;"
+        "print(sorted(m for m in ('torch', 'paddle', 'numpy', 'hypothesis') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# --- GPU per xdist worker -------------------------------------------------------------------------------
+
+
+def test_physical_ids_follow_cuda_visible_devices() -> None:
+    assert physical_gpu_ids(2, "3,5") == ["3", "5"]
+    assert physical_gpu_ids(2, None) == ["0", "1"]
+    assert physical_gpu_ids(0, None) == []
+    assert physical_gpu_ids(1, "GPU-abc, GPU-def") == ["GPU-abc"]
+
+
+def test_ledger_survives_worker_replacement() -> None:
+    ledger = GpuLedger(["0", "1"])
+    assert [ledger.claim(w) for w in ("gw0", "gw1")] == ["0", "1"]
+    ledger.release("gw1")  # gw1 crashed; xdist replaces it with a NEW id
+    # "gw2" modulo 2 would be GPU 0, which live gw0 still holds; the ledger gives the freed GPU.
+    assert ledger.claim("gw2") == "1"
+    assert ledger.holders == {"gw0": "0", "gw2": "1"}
+    assert ledger.claim("gw2") == "1"  # idempotent per worker
+
+
+def test_ledger_oversubscribed_spreads_load_and_no_gpu_gives_none() -> None:
+    ledger = GpuLedger(["0", "1"])
+    assert [ledger.claim(f"gw{i}") for i in range(4)] == ["0", "1", "0", "1"]
+    assert GpuLedger([]).claim("gw0") is None
+
+
+def test_worker_pins_its_gpu_before_frameworks() -> None:
+    env: dict[str, str] = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert pin_worker_gpu({WORKERINPUT_KEY: "1"}, env) == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert pin_worker_gpu(None, env) is None and pin_worker_gpu({}, env) is None
+
+
+def test_controller_hooks_assign_and_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "1")  # one visible device
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    config = SimpleNamespace(stash=pytest.Stash())
+
+    def node(worker: str) -> SimpleNamespace:
+        return SimpleNamespace(config=config, gateway=SimpleNamespace(id=worker), workerinput={})
+
+    first = node("gw0")
+    plugin.pytest_configure_node(first)
+    assert first.workerinput[WORKERINPUT_KEY] == "7"
+    plugin.pytest_testnodedown(first, error="crashed")
+    assert config.stash[plugin.LEDGER_KEY].holders == {}
+    replacement = node("gw1")
+    plugin.pytest_configure_node(replacement)
+    assert replacement.workerinput[WORKERINPUT_KEY] == "7"
+
+
+def test_no_gpu_leaves_workerinput_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
+    config = SimpleNamespace(stash=pytest.Stash())
+    worker = SimpleNamespace(config=config, gateway=SimpleNamespace(id="gw0"), workerinput={})
+    plugin.pytest_configure_node(worker)
+    assert WORKERINPUT_KEY not in worker.workerinput

@@ -1,0 +1,214 @@
+"""`fd-conformance run` end to end: a model package written to a temp dir (outside the repo) is
+certified through --model; a broken one fails with its finding codes; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from fd_conformance.report import load_schema
+
+# A model author's package: a tiny torch model, FastDeploy-shaped (undecorated wrapper delegating
+# clear to an inner model decorated with support_graph_optimization), its runner and subject.
+EXTERNAL_MODEL_SOURCE = '''
+import torch
+
+from fd_conformance.cases import ModelCase
+from fd_reference_models.graph_opt import GraphOptConfig, init_graph_opt, support_graph_optimization
+
+HIDDEN = 8
+SIZES = (4, 2, 1)
+
+
+@support_graph_optimization
+class TinyInner(torch.nn.Module):
+    def __init__(self, runtime, config):
+        super().__init__()
+        init_graph_opt(self, runtime, config, owner="main")
+        self.proj = torch.nn.Linear(HIDDEN, HIDDEN)
+
+    def graph_groups(self):
+        return ()
+
+    def new_static_inputs(self, size):
+        return {"x": torch.zeros(size, HIDDEN)}
+
+    def forward(self, x):
+        return torch.tanh(self.proj(x))
+
+
+class TinyForCausalLM(torch.nn.Module):
+    def __init__(self, runtime, config):
+        super().__init__()
+        self.model = TinyInner(runtime, config)
+
+    def forward(self, x):
+        return self.model(x=x)
+
+    def clear_graph_opt_backend(self):
+        self.model.clear_graph_opt_backend()
+
+
+class TinyRunner:
+    def __init__(self, runtime, wrapper, config):
+        self.runtime, self.wrapper, self.config = runtime, wrapper, config
+        self.use_cudagraph = True
+        self.draft_model_use_cudagraph = False
+
+    def capture_model(self):
+        if not self.use_cudagraph:
+            return
+        for size in self.config.capture_sizes:
+            for _ in range(self.config.warmup_runs + 1):
+                self.wrapper(torch.zeros(size, HIDDEN))
+
+    def clear_parameters(self):
+        if self.use_cudagraph:
+            self.wrapper.clear_graph_opt_backend()
+        for name, param in self.wrapper.named_parameters():
+            self.runtime.release_parameter(param, name)
+
+    def update_parameters(self, weights):
+        for name, param in self.wrapper.named_parameters():
+            self.runtime.restore_parameter(param, weights[name], name)
+        self.capture_model()
+
+
+class TinySubject:
+    def __init__(self, runtime):
+        self.runtime = runtime
+        config = GraphOptConfig(capture_sizes=SIZES)
+        torch.manual_seed(0)
+        self.wrapper = TinyForCausalLM(runtime, config)
+        self.draft = None
+        self.runner = TinyRunner(runtime, self.wrapper, config)
+
+    def make_inputs(self, num_tokens, seed=0):
+        return torch.randn(num_tokens, HIDDEN, generator=torch.Generator().manual_seed(seed))
+
+    def forward(self, inputs):
+        with torch.no_grad():
+            return {"logits": self.wrapper(inputs)}
+
+    def eager_forward(self, inputs):
+        with torch.no_grad():
+            return {"logits": type(self.wrapper.model).eager_forward(self.wrapper.model, x=inputs)}
+
+    def new_weights(self, seed):
+        gen = torch.Generator().manual_seed(seed)
+        return {name: torch.randn(p.shape, generator=gen) for name, p in self.wrapper.named_parameters()}
+
+    def graphs(self):
+        return self.wrapper.model.graphs()
+
+
+CASE = ModelCase(name="tiny_external", runtime="torch", factory=TinySubject, capture_sizes=SIZES)
+
+class ForgetsToClear(TinyForCausalLM):
+    def clear_graph_opt_backend(self):
+        pass  # defect: the engine's clear never reaches the inner model's graphs
+
+
+class BrokenSubject(TinySubject):
+    def __init__(self, runtime):
+        super().__init__(runtime)
+        state = self.wrapper.state_dict()
+        self.wrapper = ForgetsToClear(runtime, self.runner.config)
+        self.wrapper.load_state_dict(state)
+        self.runner.wrapper = self.wrapper
+
+
+BROKEN = ModelCase(name="tiny_external_broken", runtime="torch", factory=BrokenSubject, capture_sizes=SIZES)
+'''
+
+
+@pytest.fixture
+def model_dir(tmp_path: Path) -> Path:
+    package = tmp_path / "author_models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "tiny.py").write_text(EXTERNAL_MODEL_SOURCE)
+    return tmp_path
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FD_CONFORMANCE_GPU": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "fd_conformance.cli", "run", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_external_model_is_certified(model_dir: Path) -> None:
+    out = model_dir / "report"
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--cycles", "2", "--device", "cpu")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tiny_external [cpu, host-emulated]" in proc.stdout and "fd-conformance: PASS" in proc.stdout
+    document = json.loads((out / "conformance.json").read_text())
+    jsonschema.validate(document, load_schema())
+    (row,) = document["cases"]
+    assert row["verdict"] == "certified" and row["graphs"] == "host-emulated"
+    assert set(row["checks"]) == {"protocol", "capture_replay", "clear", "teardown_order", "weight_cycle", "config"}
+    certificate = (out / "certificate.md").read_text()
+    assert "# fd-conformance certificate" in certificate and "**PASS**" in certificate
+    assert "torch 2." in certificate and "host-emulated" in certificate
+    junit = (out / "junit.xml").read_text()
+    assert 'name="fd_case" value="tiny_external"' in junit
+
+
+def test_broken_external_model_fails_with_codes(model_dir: Path) -> None:
+    out = model_dir / "report"
+    proc = run_cli(model_dir, "--model", "author_models/tiny.py:BROKEN", "--out", str(out), "--cycles", "2", "--device", "cpu")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    document = json.loads((out / "conformance.json").read_text())
+    (row,) = document["cases"]
+    assert row["verdict"] == "violations"
+    assert row["checks"]["clear"]["cell"] == "FAIL FDC203"
+    assert "FDC201" in row["checks"]["teardown_order"]["codes"]
+    assert "**FAIL**" in (out / "certificate.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "author_models.nope:CASE"], "--fd-model 'author_models.nope:CASE': module 'author_models.nope' not found"),
+        (["--model", "author_models.tiny:NOPE"], "has no attribute 'NOPE'"),
+        (["--cycles", "1"], "--cycles 1 is below 2"),
+        (["--runtime", "jax"], "invalid choice: 'jax'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(model_dir: Path, args: list[str], message: str) -> None:
+    proc = run_cli(model_dir, *args, "--out", str(model_dir / "r"))
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_nothing_selected_is_a_usage_error(model_dir: Path) -> None:
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--runtime", "paddle", "--out", str(model_dir / "r"))
+    assert proc.returncode == 2
+    assert "no conformance check ran" in proc.stderr
+
+
+def test_default_run_covers_bundled_good_models(model_dir: Path) -> None:
+    out = model_dir / "report"
+    proc = run_cli(model_dir, "--out", str(out), "--device", "cpu", "--", "-k", "protocol")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = {c["name"] for c in json.loads((out / "conformance.json").read_text())["cases"]}
+    assert {"torch-glm4-moe", "torch-glm4-moe-mtp", "torch-qwen3-vl"} <= names
+    assert not any(name.startswith("mutant-") for name in names)
+
+
+def test_pytest_command_uses_equals_forms_and_absolute_file_specs(tmp_path: Path) -> None:
+    from fd_conformance.cli import build_parser
+    from fd_conformance.run_cli import pytest_command
+
+    args = build_parser().parse_args(["run", "--model", "m.py:X", "--model", "pkg.mod:Y", "-n", "2", "--include-mutants"])
+    cmd = pytest_command(args, tmp_path)
+    assert f"--fd-model={Path('m.py').resolve()}:X" in cmd and "--fd-model=pkg.mod:Y" in cmd
+    assert f"--fd-report={tmp_path}" in cmd and "--fd-include-mutants" in cmd and cmd[-2:] == ["-n", "2"]
