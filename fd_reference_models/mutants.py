@@ -132,6 +132,9 @@ class BakedTokenIdsGlm4MoeModel(Glm4MoeModel):
 
     def make_graph_fn(self, static_inputs: dict[str, Any]) -> Callable[[], Any]:
         frozen = self.runtime.clone(static_inputs["input_ids"])  # defect: a capture-time value
+        # Kept alive on purpose: a CUDA graph does not own the tensors it reads, and a freed copy
+        # would be a use-after-free (garbage ids, a device-side assert) rather than this defect.
+        self.__dict__.setdefault("_baked_inputs", []).append(frozen)
         return lambda: type(self).eager_forward(self, input_ids=frozen, positions=static_inputs["positions"])
 
 

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 import torch
 
-from fd_conformance.runtime import get_runtime
 from fd_conformance.runtime.base import EventKind, RuntimeEvent, StaleGraphError
 from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, copy_tree_into, tensor_leaves
 from fd_conformance.runtime.torch import TorchRuntime
 
+from _helpers import torch_cpu_runtime
+
 
 @pytest.fixture
 def rt() -> TorchRuntime:
-    runtime = get_runtime("torch", "cpu")
-    assert isinstance(runtime, TorchRuntime)
-    return runtime
-
-
-@pytest.fixture
-def events(rt: TorchRuntime) -> Iterator[list[RuntimeEvent]]:
-    seen: list[RuntimeEvent] = []
-    unsubscribe = rt.events.subscribe(seen.append)
-    yield seen
-    unsubscribe()
+    return torch_cpu_runtime()
 
 
 def _mlp() -> torch.nn.Sequential:
@@ -117,7 +107,7 @@ def test_ledger_sees_output_kept_after_reset_as_leak(rt: TorchRuntime) -> None:
     clean.reset()
     # The clean graph's output died with its reset; the leaky model still holds its buffer.
     assert rt.memory_stats().allocated == 64 * 32 * 4
-    assert rt.ledger.live_count() == 1
+    assert rt.host.ledger.live_count() == 1
     del kept
     gc.collect()
     assert rt.memory_stats() == rt.memory_stats().__class__(0, 0)
@@ -173,7 +163,7 @@ def test_graph_dropped_without_reset_reports_destroyed(rt: TorchRuntime, events:
 
 
 def test_replay_structure_mismatch_is_reported(rt: TorchRuntime) -> None:
-    ops = rt._host_ops
+    ops = rt.host.ops
     with pytest.raises(RuntimeError, match="keys"):
         copy_tree_into({"a": torch.zeros(1)}, {"b": torch.zeros(1)}, ops)
     with pytest.raises(RuntimeError, match=r"outputs\[1\]"):

@@ -13,9 +13,10 @@ import torch
 
 from fd_conformance.findings import Finding
 from fd_conformance.lifecycle import LifecycleRecorder, format_event
-from fd_conformance.runtime import get_runtime
 from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK, EventKind, Graph, StaleGraphError
 from fd_conformance.runtime.torch import TorchRuntime, create
+
+from _helpers import torch_cpu_runtime
 
 
 class TinyModel:
@@ -59,9 +60,7 @@ class TinyModel:
 
 @pytest.fixture
 def rt() -> TorchRuntime:
-    runtime = get_runtime("torch", "cpu")
-    assert isinstance(runtime, TorchRuntime)
-    return runtime
+    return torch_cpu_runtime()
 
 
 def _codes(findings: list[Finding]) -> list[str]:

@@ -23,6 +23,23 @@ FIXTURES = Path(__file__).parent / "fixtures" / "lint"
 RULES_DIR = FIXTURES / "rules"
 REPO = Path(__file__).resolve().parent.parent
 DEFAULTS = LintConfig()
+# The FastDeploy-shaped fixture: files the defect and its fix share live once in fastdeploy_common/;
+# each variant holds only what differs and is linted together with the common tree.
+FASTDEPLOY_COMMON = FIXTURES / "fastdeploy_common"
+FASTDEPLOY_DEFECTS = FIXTURES / "fastdeploy_defects"
+FASTDEPLOY_FIXED = FIXTURES / "fastdeploy_fixed"
+
+
+def fastdeploy_tree(variant: Path) -> list[Path]:
+    """The lint arguments for one FastDeploy variant: the shared files plus the variant's own."""
+    return [FASTDEPLOY_COMMON, variant]
+
+
+def assemble_fastdeploy_tree(variant: Path, dest: Path) -> Path:
+    """One merged copy of common + variant, for callers that need a single directory (--fix, context)."""
+    shutil.copytree(FASTDEPLOY_COMMON, dest)
+    shutil.copytree(variant, dest, dirs_exist_ok=True)
+    return dest
 
 
 def codes_at(path: Path, config: LintConfig = DEFAULTS) -> list[tuple[str, int]]:
@@ -69,21 +86,41 @@ def test_near_miss_distance() -> None:
 
 # --------------------------------------------------------------------------- the FastDeploy defects
 def test_fastdeploy_defect_tree_reports_each_defect_with_its_code() -> None:
-    result = lint_paths([FIXTURES / "fastdeploy_defects"], DEFAULTS, root=FIXTURES / "fastdeploy_defects")
+    result = lint_paths(fastdeploy_tree(FASTDEPLOY_DEFECTS), DEFAULTS, root=FIXTURES)
     errors = {(f.code, f.location.path, f.location.line) for f in result.findings if f.is_error}
     assert errors == {
-        ("FDC001", "fastdeploy/model_executor/models/qwen3_vl/qwen3_vl.py", 19),
-        ("FDC101", "fastdeploy/worker/gpu_model_runner.py", 17),
-        ("FDC102", "fastdeploy/worker/gpu_model_runner_first_fix.py", 13),
+        ("FDC001", "fastdeploy_defects/fastdeploy/model_executor/models/qwen3_vl/qwen3_vl.py", 19),
+        ("FDC101", "fastdeploy_defects/fastdeploy/worker/gpu_model_runner.py", 17),
+        ("FDC102", "fastdeploy_defects/fastdeploy/worker/gpu_model_runner_first_fix.py", 13),
     }
     assert result.exit_code == EXIT_VIOLATIONS
 
 
 def test_fastdeploy_fixed_tree_has_no_error() -> None:
-    result = lint_paths([FIXTURES / "fastdeploy_fixed"], DEFAULTS, root=REPO)
+    result = lint_paths(fastdeploy_tree(FASTDEPLOY_FIXED), DEFAULTS, root=REPO)
     assert [f for f in result.findings if f.is_error] == []
     assert {f.code for f in result.findings} == {"FDC002"}  # the legacy spelling is still everywhere
     assert result.exit_code == EXIT_OK
+
+
+def test_fastdeploy_variants_hold_only_what_differs() -> None:
+    """A file in both common and a variant would be linted twice and make the merge ambiguous;
+    a variant file equal to nothing in common must really differ from the other variant's."""
+    common = {p.relative_to(FASTDEPLOY_COMMON) for p in FASTDEPLOY_COMMON.rglob("*.py")}
+    defects = {p.relative_to(FASTDEPLOY_DEFECTS) for p in FASTDEPLOY_DEFECTS.rglob("*.py")}
+    fixed = {p.relative_to(FASTDEPLOY_FIXED) for p in FASTDEPLOY_FIXED.rglob("*.py")}
+    assert common and defects and fixed
+    assert not common & defects and not common & fixed
+    for rel in defects & fixed:
+        assert (FASTDEPLOY_DEFECTS / rel).read_text() != (FASTDEPLOY_FIXED / rel).read_text(), rel
+
+
+def test_fastdeploy_common_tree_holds_no_defect() -> None:
+    """Every error of a variant run must come from the variant's own files, or the defect and the
+    fixed runs would share it and the fixed run could never be clean."""
+    result = lint_paths([FASTDEPLOY_COMMON], DEFAULTS, root=FIXTURES)
+    assert result.files_scanned >= 6 and [f.format() for f in result.findings if f.is_error] == []
+    assert {f.code for f in result.findings} == {"FDC002"}
 
 
 def test_reference_models_package_is_clean() -> None:
@@ -228,7 +265,7 @@ SARIF_SUBSET = {
 
 def test_sarif_format(tmp_path: Path) -> None:
     out = tmp_path / "lint.sarif"
-    rc = main(["lint", "--format", "sarif", "-o", str(out), str(FIXTURES / "fastdeploy_defects")])
+    rc = main(["lint", "--format", "sarif", "-o", str(out), *map(str, fastdeploy_tree(FASTDEPLOY_DEFECTS))])
     assert rc == EXIT_VIOLATIONS
     sarif = json.loads(out.read_text())
     jsonschema.validate(sarif, SARIF_SUBSET)
@@ -310,8 +347,7 @@ def test_fix_respects_noqa_and_existing_canonical() -> None:
 
 
 def test_fix_on_fastdeploy_tree_clears_every_legacy_warning(tmp_path: Path) -> None:
-    tree = tmp_path / "fd"
-    shutil.copytree(FIXTURES / "fastdeploy_fixed", tree)
+    tree = assemble_fastdeploy_tree(FASTDEPLOY_FIXED, tmp_path / "fd")
     assert main(["lint", "--fix", str(tree)]) == EXIT_OK
     assert lint_paths([tree], DEFAULTS, root=tmp_path).findings == []
 
@@ -405,10 +441,10 @@ def test_local_definition_wins_over_the_context(tmp_path: Path) -> None:
     assert _found(result) == {("FDC001", "llama.py", 5)} and result.context_files_parsed == 0
 
 
-def test_each_file_alone_reports_what_the_full_tree_reports_for_it() -> None:
+def test_each_file_alone_reports_what_the_full_tree_reports_for_it(tmp_path: Path) -> None:
     """Pre-commit on any one file of the FastDeploy defect tree gives exactly that file's share
     of the full-tree report (the property the context lookup exists for)."""
-    tree = FIXTURES / "fastdeploy_defects"
+    tree = assemble_fastdeploy_tree(FASTDEPLOY_DEFECTS, tmp_path / "fd")
     full = lint_paths([tree], DEFAULTS, root=tree)
     files = sorted(tree.rglob("*.py"))
     assert len(files) >= 8

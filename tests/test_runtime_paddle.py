@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,14 +32,6 @@ def rt() -> PaddleRuntime:
     runtime = create("cpu")
     assert isinstance(runtime, PaddleRuntime)
     return runtime
-
-
-@pytest.fixture
-def events(rt: PaddleRuntime) -> Iterator[list[RuntimeEvent]]:
-    seen: list[RuntimeEvent] = []
-    unsubscribe = rt.events.subscribe(seen.append)
-    yield seen
-    unsubscribe()
 
 
 def _param(shape: list[int], seed: int = 0) -> Any:
@@ -92,6 +83,18 @@ def test_release_then_restore_moves_the_parameter_to_a_new_address(
     assert released.seq < restored.seq
 
 
+def test_release_twice_is_a_no_op(rt: PaddleRuntime, events: list[RuntimeEvent]) -> None:
+    """The shared release protocol: a second release must not overwrite the remembered address
+    with 0 (restore would then no longer avoid the old block) nor emit a second event."""
+    param = _param([4, 4])
+    old = rt.address(param)
+    rt.release_parameter(param, "w")
+    rt.release_parameter(param, "w")
+    assert [(e.kind, e.buffers[0].address) for e in events] == [(EventKind.PARAM_RELEASED, old)]
+    rt.restore_parameter(param, np.zeros([4, 4], "float32"), "w")
+    assert rt.address(param) not in (0, old)
+
+
 def test_restore_from_a_paddle_tensor_never_aliases_the_source(rt: PaddleRuntime) -> None:
     import paddle
 
@@ -115,7 +118,7 @@ class _SameBufferRuntime(PaddleRuntime):
     """Mutant: 'restores' by re-sharing the parameter's own buffer (address unchanged).
     A weight manager doing this would hide stale graphs, so the adapter must refuse."""
 
-    def _new_buffer(self, value: Any, like: Any, place: Any) -> Any:
+    def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
         return like
 
 

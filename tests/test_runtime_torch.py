@@ -4,7 +4,7 @@ in the ``gpu``-marked tests (run on a CUDA host with ``pytest -m gpu``)."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -12,25 +12,17 @@ import torch.distributed as dist
 
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime import get_runtime
-from fd_conformance.runtime.base import EventKind, RuntimeEvent
+from fd_conformance.runtime.base import EventKind, RuntimeEvent, allocate_avoiding
 from fd_conformance.runtime.torch import TorchRuntime, create
+
+from _helpers import torch_cpu_runtime
 
 MIB = 1 << 20
 
 
 @pytest.fixture
 def rt() -> TorchRuntime:
-    runtime = get_runtime("torch", "cpu")
-    assert isinstance(runtime, TorchRuntime)
-    return runtime
-
-
-@pytest.fixture
-def events(rt: TorchRuntime) -> Iterator[list[RuntimeEvent]]:
-    seen: list[RuntimeEvent] = []
-    unsubscribe = rt.events.subscribe(seen.append)
-    yield seen
-    unsubscribe()
+    return torch_cpu_runtime()
 
 
 def test_cpu_runtime_describes_itself(rt: TorchRuntime) -> None:
@@ -102,6 +94,45 @@ def test_restore_with_wrong_shape_is_a_usage_error(rt: TorchRuntime) -> None:
     rt.release_parameter(weight, "w")
     with pytest.raises(UsageError, match=r"value shape \(3, 4\) != parameter shape \(4, 4\)"):
         rt.restore_parameter(weight, torch.ones(3, 4), "w")
+
+
+class _SameStorageRuntime(TorchRuntime):
+    """Mutant: 'restores' into the parameter's own storage (address unchanged). A weight
+    manager doing this would hide stale graphs, so the shared restore must refuse it."""
+
+    def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
+        return like
+
+
+def test_restore_refuses_an_unchanged_address() -> None:
+    mutant = _SameStorageRuntime("cpu")
+    weight = torch.nn.Parameter(torch.ones(4, 4))
+    with pytest.raises(RuntimeError, match="address did not change"):
+        mutant.restore_parameter(weight, torch.zeros(4, 4), "w")
+    good = torch_cpu_runtime()
+    good.restore_parameter(weight, torch.zeros(4, 4), "w")  # the real adapter moves it
+    assert weight.sum().item() == 0.0
+
+
+def test_allocate_avoiding_retries_only_on_the_avoided_address() -> None:
+    """The allocator handing the freed block straight back is simulated by its address order;
+    the first (unlucky) buffer must still be alive when the second is made."""
+    made: list[bytearray] = []
+    addresses = iter([0x1000, 0x2000])
+    address_of: dict[int, int] = {}
+
+    def make() -> bytearray:
+        buf = bytearray(1)
+        made.append(buf)  # held here: the retry must not be able to get the same block
+        address_of[id(buf)] = next(addresses)
+        return buf
+
+    fresh = allocate_avoiding(make, lambda b: address_of[id(b)], avoid=0x1000)
+    assert address_of[id(fresh)] == 0x2000 and len(made) == 2
+    made.clear()
+    addresses = iter([0x3000])
+    assert address_of[id(allocate_avoiding(make, lambda b: address_of[id(b)], avoid=0x1000))] == 0x3000
+    assert len(made) == 1  # no retry when the first buffer is already elsewhere
 
 
 def test_group_create_shutdown_recreate(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:

@@ -15,7 +15,7 @@ import itertools
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 
 HOST_EMULATED = "host-emulated"  # the label of results obtained without real graphs
@@ -73,17 +73,29 @@ class StaleGraphError(RuntimeError):
 
 
 class Group(abc.ABC):
-    """A communication group (gloo on CPU, NCCL on GPU)."""
+    """A communication group (gloo on CPU, NCCL on GPU).
+
+    The alive flag and the refusal to communicate after shutdown live here once, so a test that
+    uses a shut-down group fails the same way on every framework; adapters implement
+    ``_all_reduce`` and set ``_alive = False`` when they shut the group down.
+    """
 
     name: str
+    _alive: bool = True
 
-    @abc.abstractmethod
     def all_reduce(self, tensor: Any) -> None:
         """In-place sum across the group; capturable inside a graph on NCCL."""
+        if not self._alive:
+            raise RuntimeError(f"all_reduce on group {self.name!r} after it was shut down; create a new one")
+        self._all_reduce(tensor)
+
+    @abc.abstractmethod
+    def _all_reduce(self, tensor: Any) -> None:
+        """The framework's collective on a live group."""
 
     @property
-    @abc.abstractmethod
-    def alive(self) -> bool: ...
+    def alive(self) -> bool:
+        return self._alive
 
 
 class Graph(abc.ABC):
@@ -143,12 +155,45 @@ CLEAR_BEGIN_MARK = "clear_graph_opt_backend:begin"
 CLEAR_END_MARK = "clear_graph_opt_backend:end"  # at this mark no graph of the mark's owner may be alive
 
 
+@dataclass(frozen=True)
+class ReleasedParam:
+    """What a release remembers: once cleared, a tensor no longer knows its old address (nor, in
+    Paddle, its place), and restore needs both to land the new weight elsewhere on that device."""
+
+    address: int
+    placement: Any  # the framework's device handle (torch.device, paddle Place)
+
+
+StorageT = TypeVar("StorageT")
+
+
+def allocate_avoiding(make: Callable[[], StorageT], address_of: Callable[[StorageT], int],
+                      avoid: int | None) -> StorageT:
+    """``make()`` a new buffer whose address is not ``avoid``.
+
+    Real reloads land at new addresses (that is what makes stale graphs wrong); an allocator may
+    hand the just-freed block straight back, which would hide a stale graph by luck. The unlucky
+    block is kept alive while a second one is made, so the move is deterministic.
+    """
+    fresh = make()
+    if avoid is not None and address_of(fresh) == avoid:
+        unlucky = fresh
+        fresh = make()
+        del unlucky
+    return fresh
+
+
 class Runtime(abc.ABC):
     """A framework (paddle, torch) on a device (cuda, or cpu with host-emulated graphs)."""
 
     name: str  # "torch" | "paddle"
     device: str  # "cuda" | "cpu"
     events: EventBus
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.events = EventBus()
+        self._released: dict[int, ReleasedParam] = {}  # id(param) -> where it was when released
 
     # --- framework / device -------------------------------------------------------
     @property
@@ -208,13 +253,51 @@ class Runtime(abc.ABC):
     def new_graph(self, label: str, owner: str = "main") -> Graph: ...
 
     # --- weights, the way RL weight managers do it ----------------------------------
-    @abc.abstractmethod
+    # The protocol (remember the address, free, emit; restore elsewhere, verify, emit) is written
+    # once here so both frameworks emit identical events; adapters supply the storage operations.
     def release_parameter(self, param: Any, name: str = "") -> None:
-        """Free the parameter's storage in place (the Python object stays)."""
+        """Free the parameter's storage in place (the Python object stays); twice is a no-op,
+        as engines release defensively."""
+        if self.is_released(param):
+            return
+        ref = self.buffer_ref(param, name)
+        self._released[id(param)] = ReleasedParam(ref.address, self._placement(param))
+        self._free_storage(param)
+        self.events.emit(EventKind.PARAM_RELEASED, name, id(param), buffers=(ref,))
+
+    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
+        """Point the parameter at NEW storage holding ``value`` (the address changes).
+
+        Refuses a restore that leaves the weight at its old address: a weight manager doing
+        that would hide stale graphs instead of exposing them.
+        """
+        released = self._released.pop(id(param), None)
+        if released is None:  # restored without our release (or never released): avoid where it is now
+            released = ReleasedParam(self.address(param), self._placement(param))
+        fresh = allocate_avoiding(lambda: self._new_storage(value, param, released.placement, name),
+                                  self.address, released.address)
+        self._install_storage(param, fresh)
+        address = self.address(param)
+        if self.is_released(param) or (address != 0 and address == released.address):
+            raise RuntimeError(f"restore {name or 'parameter'}: address did not change ({address:#x})")
+        self.events.emit(EventKind.PARAM_RESTORED, name, id(param), buffers=(self.buffer_ref(param, name),))
 
     @abc.abstractmethod
-    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
-        """Point the parameter at NEW storage holding ``value`` (the address changes)."""
+    def _placement(self, param: Any) -> Any:
+        """The device handle new storage for ``param`` must be made on (read before release)."""
+
+    @abc.abstractmethod
+    def _free_storage(self, param: Any) -> None:
+        """Free ``param``'s bytes in place, the way the framework's RL weight managers do."""
+
+    @abc.abstractmethod
+    def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
+        """A new tensor shaped and typed like ``like`` on ``placement`` holding a COPY of ``value``
+        (never ``value`` itself: the caller may keep using it); rejects a shape mismatch."""
+
+    @abc.abstractmethod
+    def _install_storage(self, param: Any, fresh: Any) -> None:
+        """Make the same ``param`` object use ``fresh``'s storage."""
 
     # --- communication ------------------------------------------------------------
     @abc.abstractmethod

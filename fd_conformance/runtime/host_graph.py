@@ -28,9 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fd_conformance.runtime.base import HOST_EMULATED, RecordedGraph, Runtime, StaleGraphError
+from fd_conformance.runtime.base import HOST_EMULATED, MemoryStats, RecordedGraph, Runtime, StaleGraphError
 
-__all__ = ["HOST_EMULATED", "HostGraph", "HostMemoryLedger", "HostTensorOps", "copy_tree_into", "tensor_leaves"]
+__all__ = [
+    "HOST_EMULATED", "HostEmulation", "HostGraph", "HostMemoryLedger", "HostTensorOps", "copy_tree_into",
+    "tensor_leaves",
+]
 
 
 def _call(fn: Callable[[], Any]) -> Any:
@@ -159,3 +162,23 @@ class HostGraph(RecordedGraph):
         # Dropping our references is the whole "free": outputs the model still holds stay alive
         # and stay counted by the ledger -- that is the leak the emulation exists to show.
         self._fn, self._outputs, self._captured_addresses = None, None, ()
+
+
+class HostEmulation:
+    """A runtime's CPU stand-in for the device: its host graphs and the ledger they share.
+
+    Each adapter builds one from its tensor operations, so the CPU path of ``new_graph`` and
+    ``memory_stats`` is the same code for every framework.
+    """
+
+    def __init__(self, ops: HostTensorOps) -> None:
+        self.ops = ops
+        self.ledger = HostMemoryLedger(ops.nbytes)
+
+    def new_graph(self, runtime: Runtime, label: str, owner: str) -> HostGraph:
+        return HostGraph(runtime, label, owner, self.ops, self.ledger)
+
+    def memory_stats(self) -> MemoryStats:
+        """Live static graph outputs only (see the module docstring); allocated == reserved."""
+        held = self.ledger.allocated()
+        return MemoryStats(held, held)

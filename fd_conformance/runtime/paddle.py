@@ -33,8 +33,6 @@ from typing import Any
 
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime.base import (
-    BufferRef,
-    EventBus,
     EventKind,
     Graph,
     Group,
@@ -42,7 +40,8 @@ from fd_conformance.runtime.base import (
     RecordedGraph,
     Runtime,
 )
-from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, HostTensorOps
+from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
+
 
 def _nbytes(tensor: Any) -> int:
     return int(tensor.numel()) * int(tensor.element_size())
@@ -152,13 +151,7 @@ class PaddleGroup(Group):
         _add_new_group(self.dist_group)
         self._alive = True
 
-    @property
-    def alive(self) -> bool:
-        return self._alive
-
-    def all_reduce(self, tensor: Any) -> None:
-        if not self._alive:
-            raise RuntimeError(f"all_reduce on group {self.name!r} after it was shut down")
+    def _all_reduce(self, tensor: Any) -> None:
         from paddle.base import core
 
         if self.backend == "nccl":
@@ -228,21 +221,17 @@ class PaddleRuntime(Runtime):
     def __init__(self, device: str) -> None:
         import paddle
 
-        self.device = device
-        self.events = EventBus()
+        super().__init__(device)
         self._paddle = paddle
-        # id(param) -> (address, place) it had when released: a cleared tensor has neither.
-        self._released_at: dict[int, tuple[int, Any]] = {}
         self._pool_ids: dict[str, Any] = {}  # owner -> CUDA graph memory pool id
         paddle.set_device("gpu:0" if device == "cuda" else "cpu")
         paddle.disable_static()
-        self._host_ops = HostTensorOps(
+        self.host = HostEmulation(HostTensorOps(
             is_tensor=lambda value: isinstance(value, paddle.Tensor),
             nbytes=_nbytes,
             copy_into=self.copy_into,
             run=_run_no_grad,
-        )
-        self.ledger = HostMemoryLedger(_nbytes)
+        ))
 
     # --- framework / device -------------------------------------------------------
     @property
@@ -267,8 +256,7 @@ class PaddleRuntime(Runtime):
         if self.device == "cuda":
             cuda = self._paddle.device.cuda
             return MemoryStats(int(cuda.memory_allocated()), int(cuda.memory_reserved()))
-        held = self.ledger.allocated()  # host emulation: live static graph outputs only
-        return MemoryStats(held, held)
+        return self.host.memory_stats()
 
     def empty_cache(self) -> None:
         if self.device == "cuda":
@@ -302,51 +290,32 @@ class PaddleRuntime(Runtime):
 
                 self._pool_ids[owner] = CoreCUDAGraph.gen_new_memory_pool_id()
             return PaddleCudaGraph(self, label, owner, self._pool_ids[owner])
-        return HostGraph(self, label, owner, self._host_ops, self.ledger)
+        return self.host.new_graph(self, label, owner)
 
     # --- weights, the way FastDeploy's DynamicWeightManager does it ---------------------
-    def release_parameter(self, param: Any, name: str = "") -> None:
-        address = self.address(param)
-        place = param.place
+    # (the storage operations under Runtime.release_parameter/restore_parameter)
+    def _placement(self, param: Any) -> Any:
+        return param.place  # read before release: a cleared tensor has no place
+
+    def _free_storage(self, param: Any) -> None:
         param._clear_data()
-        self._released_at[id(param)] = (address, place)
-        self.events.emit(
-            EventKind.PARAM_RELEASED, name, id(param), buffers=(BufferRef(id(param), address, name),)
-        )
 
-    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
-        """Share a NEW buffer into ``param``. The allocator may hand back the block the
-        released weight had; then a second buffer is taken while the first is held, because a
-        restored weight at its old address would hide a stale graph instead of exposing it."""
-        paddle = self._paddle
-        if id(param) in self._released_at:
-            old, place = self._released_at.pop(id(param))
-        else:
-            old, place = self.address(param), param.place
-        new = self._new_buffer(value, param, place)
-        if self.address(new) == old:
-            held = new
-            new = self._new_buffer(value, param, place)
-            del held
-        if list(new.shape) != list(param.shape):
-            raise ValueError(f"restore {name or 'parameter'}: shape {list(new.shape)} != {list(param.shape)}")
-        with paddle.no_grad():
-            new._share_buffer_to(param)
-        address = self.address(param)
-        if address == 0 or address == old:
-            raise RuntimeError(f"restore {name or 'parameter'}: address did not change ({address:#x})")
-        self.events.emit(
-            EventKind.PARAM_RESTORED, name, id(param), buffers=(BufferRef(id(param), address, name),)
-        )
-
-    def _new_buffer(self, value: Any, like: Any, place: Any) -> Any:
-        """A fresh tensor with ``like``'s dtype on ``place`` holding ``value`` (never ``value``
+    def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
+        """A fresh tensor with ``like``'s dtype on ``placement`` holding ``value`` (never ``value``
         itself: the caller may keep using it, and sharing would alias the two)."""
         paddle = self._paddle
         with paddle.no_grad():
             if isinstance(value, paddle.Tensor):
-                return value.detach().astype(like.dtype)._copy_to(place, True)
-            return paddle.to_tensor(value, dtype=like.dtype, place=place)
+                new = value.detach().astype(like.dtype)._copy_to(placement, True)
+            else:
+                new = paddle.to_tensor(value, dtype=like.dtype, place=placement)
+        if list(new.shape) != list(like.shape):
+            raise ValueError(f"restore {name or 'parameter'}: shape {list(new.shape)} != {list(like.shape)}")
+        return new
+
+    def _install_storage(self, param: Any, fresh: Any) -> None:
+        with self._paddle.no_grad():
+            fresh._share_buffer_to(param)
 
     # --- communication ------------------------------------------------------------
     def new_group(self, name: str = "tp") -> Group:

@@ -19,7 +19,6 @@ import torch.distributed as dist
 
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime.base import (
-    EventBus,
     EventKind,
     Graph,
     Group,
@@ -27,7 +26,7 @@ from fd_conformance.runtime.base import (
     RecordedGraph,
     Runtime,
 )
-from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, HostTensorOps
+from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
 
 GROUP_TIMEOUT = datetime.timedelta(seconds=60)  # a one-rank group that takes longer is broken
 
@@ -88,13 +87,7 @@ class TorchGroup(Group):
         self.backend = backend
         self._alive = True
 
-    @property
-    def alive(self) -> bool:
-        return self._alive
-
-    def all_reduce(self, tensor: Any) -> None:
-        if not self._alive:
-            raise RuntimeError(f"group {self.name!r} is shut down; create a new one")
+    def _all_reduce(self, tensor: Any) -> None:
         dist.all_reduce(tensor, group=self.handle)
 
 
@@ -104,23 +97,20 @@ class TorchRuntime(Runtime):
     name = "torch"
 
     def __init__(self, device: str) -> None:
-        self.device = device
-        self.events = EventBus()
+        super().__init__(device)
         self.torch_device = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
-        self._host_ops = HostTensorOps(
+        self.host = HostEmulation(HostTensorOps(
             is_tensor=lambda value: isinstance(value, torch.Tensor),
             nbytes=_nbytes,
             copy_into=self.copy_into,
             run=_run_no_grad,
-        )
-        self.ledger = HostMemoryLedger(_nbytes)
+        ))
         # Captured CUDA graphs not yet reset; weak, because dropping a graph destroys it.
         self._cuda_graphs: weakref.WeakSet[TorchCudaGraph] = weakref.WeakSet()
         self._groups: list[TorchGroup] = []
         self._owns_default_group = False
         self._store_dir: str | None = None
         self._store_ids = itertools.count()
-        self._released_at: dict[int, int] = {}  # id(param) -> address it had before release
 
     # --- framework / device ---------------------------------------------------------
     @property
@@ -142,8 +132,7 @@ class TorchRuntime(Runtime):
     def memory_stats(self) -> MemoryStats:
         if self.device == "cuda":
             return MemoryStats(torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
-        held = self.ledger.allocated()
-        return MemoryStats(held, held)
+        return self.host.memory_stats()
 
     def empty_cache(self) -> None:
         if self.device != "cuda":
@@ -188,49 +177,32 @@ class TorchRuntime(Runtime):
     def new_graph(self, label: str, owner: str = "main") -> Graph:
         if self.device == "cuda":
             return TorchCudaGraph(self, label, owner)
-        return HostGraph(self, label, owner, self._host_ops, self.ledger)
+        return self.host.new_graph(self, label, owner)
 
-    # --- weights --------------------------------------------------------------------------
-    def release_parameter(self, param: Any, name: str = "") -> None:
-        if self.is_released(param):
-            return  # releasing twice is a no-op, like Paddle's _clear_data on a cleared tensor
-        ref = self.buffer_ref(param, name)
-        self._released_at[id(param)] = ref.address
+    # --- weights: the storage operations under Runtime.release_parameter/restore_parameter ---
+    def _placement(self, param: Any) -> Any:
+        return param.device  # a tensor keeps its device after its storage is resized to 0
+
+    def _free_storage(self, param: Any) -> None:
         # In place, as FSDP and RL weight managers do: the Parameter object (and every module
         # attribute pointing at it) survives; only its bytes go.
         param.untyped_storage().resize_(0)
-        self.events.emit(EventKind.PARAM_RELEASED, name, id(param), buffers=(ref,))
 
-    def restore_parameter(self, param: Any, value: Any, name: str = "") -> None:
-        if tuple(value.shape) != tuple(param.shape):
+    def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
+        if tuple(value.shape) != tuple(like.shape):
             raise UsageError(
                 f"restore of parameter {name or '<unnamed>'}: value shape {tuple(value.shape)} "
-                f"!= parameter shape {tuple(param.shape)}",
+                f"!= parameter shape {tuple(like.shape)}",
                 "load a weight set built for this model config",
             )
-        old = self._released_at.pop(id(param), None)
-        if old is None and not self.is_released(param):
-            old = self.address(param)
-        fresh = self._new_storage(value, param, avoid=old)
-        with torch.no_grad():
-            param.data = fresh  # same Parameter object, NEW storage
-        self.events.emit(EventKind.PARAM_RESTORED, name, id(param), buffers=(self.buffer_ref(param, name),))
-
-    def _new_storage(self, value: Any, like: Any, avoid: int | None) -> Any:
-        """A copy of ``value`` at an address other than ``avoid``.
-
-        Real reloads land at new addresses (that is what makes stale graphs wrong); an allocator
-        may hand the just-freed block straight back, which would hide a stale graph by luck. We
-        keep the unlucky block alive while allocating another, so the change is deterministic.
-        """
-        fresh = torch.empty(like.shape, dtype=like.dtype, device=like.device)
-        if avoid is not None and fresh.data_ptr() == avoid:
-            unlucky = fresh
-            fresh = torch.empty(like.shape, dtype=like.dtype, device=like.device)
-            del unlucky
+        fresh = torch.empty(like.shape, dtype=like.dtype, device=placement)
         with torch.no_grad():
             fresh.copy_(value)
         return fresh
+
+    def _install_storage(self, param: Any, fresh: Any) -> None:
+        with torch.no_grad():
+            param.data = fresh  # same Parameter object, NEW storage
 
     # --- communication ------------------------------------------------------------------------
     def _backend(self) -> str:

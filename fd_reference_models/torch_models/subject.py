@@ -44,6 +44,15 @@ def _device(runtime: Runtime) -> torch.device:
     return torch.device("cuda") if runtime.device == "cuda" else torch.device("cpu")
 
 
+def place_modules(runtime: Runtime, dtype: str, *modules: torch.nn.Module | None) -> None:
+    """Move freshly built wrappers to the runtime's device in the requested dtype, before any
+    capture (graphs bake in addresses); ``None`` stands for an absent draft."""
+    device, torch_dtype = _device(runtime), resolve_dtype(dtype)
+    for module in modules:
+        if module is not None:
+            module.to(device=device, dtype=torch_dtype)
+
+
 @dataclass
 class TorchSubject:
     """One built model under test: main wrapper, optional draft, runner, seeded inputs."""
@@ -113,8 +122,7 @@ def glm4_moe_subject(
     """GLM4-MoE main model alone."""
     config = tiny_glm4_moe_config(resolve_dtype(dtype))
     wrapper = wrapper_cls(config, runtime, GraphOptConfig(use_cudagraph, capture_sizes), seed=seed)
-    wrapper.to(device=_device(runtime), dtype=resolve_dtype(dtype))
-    return TorchSubject(runtime, wrapper, None, runner_cls(runtime, wrapper), "glm4_moe")
+    return _main_only_subject(runtime, "glm4_moe", wrapper, dtype, runner_cls)
 
 
 def glm4_moe_mtp_subject(
@@ -134,8 +142,7 @@ def glm4_moe_mtp_subject(
     config = tiny_glm4_moe_config(resolve_dtype(dtype))
     wrapper = wrapper_cls(config, runtime, GraphOptConfig(use_cudagraph, capture_sizes), seed=seed)
     draft = draft_cls(wrapper, GraphOptConfig(draft_model_use_cudagraph, draft_capture_sizes), seed=seed + 1)
-    for module in (wrapper, draft):
-        module.to(device=_device(runtime), dtype=resolve_dtype(dtype))
+    place_modules(runtime, dtype, wrapper, draft)
     return TorchSubject(runtime, wrapper, draft, runner_cls(runtime, wrapper, draft), "glm4_moe")
 
 
@@ -152,5 +159,10 @@ def qwen3_vl_subject(
     """Qwen3-VL: eager vision tower, graph-optimised text decoder with deepstack."""
     config = tiny_qwen3_vl_config(resolve_dtype(dtype))
     wrapper = wrapper_cls(config, runtime, GraphOptConfig(use_cudagraph, capture_sizes), seed=seed)
-    wrapper.to(device=_device(runtime), dtype=resolve_dtype(dtype))
-    return TorchSubject(runtime, wrapper, None, runner_cls(runtime, wrapper), "qwen3_vl")
+    return _main_only_subject(runtime, "qwen3_vl", wrapper, dtype, runner_cls)
+
+
+def _main_only_subject(runtime: Runtime, kind: str, wrapper: Any, dtype: str, runner_cls: type) -> TorchSubject:
+    """A subject with no draft: place the wrapper, give it a runner."""
+    place_modules(runtime, dtype, wrapper)
+    return TorchSubject(runtime, wrapper, None, runner_cls(runtime, wrapper), kind)

@@ -35,7 +35,7 @@ from fd_reference_models.torch_models.subject import (
     DRAFT_CAPTURE_SIZES,
     MAIN_CAPTURE_SIZES,
     TorchSubject,
-    _device,
+    place_modules,
     resolve_dtype,
 )
 
@@ -245,9 +245,7 @@ def tp_glm4_moe_mtp_subject(
         if with_draft
         else None
     )
-    for module in (wrapper, draft):
-        if module is not None:
-            module.to(device=_device(runtime), dtype=resolve_dtype(dtype))
+    place_modules(runtime, dtype, wrapper, draft)
     subject = TensorParallelSubject(runtime, wrapper, draft, runner_cls(runtime, wrapper, draft), "glm4_moe")
     subject.tp_rank, subject.tp_size, subject.seeds = tp_rank, tp_size, (seed, seed + 1)
     return subject
