@@ -6,13 +6,22 @@ Factories are module-level functions (picklable by name for spawned workers) tha
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fd_conformance.cases import ModelCase
 from fd_conformance.runtime.base import Runtime
+from fd_reference_models import config
 
 MAIN_SIZES = (4, 2, 1)
 DRAFT_SIZES = (2, 1)
+# fd_reference_models.paddle_models.subjects.MAIN_CAPTURE_SIZES, restated so that listing the
+# cases never imports paddle (a test keeps the two equal).
+PADDLE_SIZES = (8, 4, 2, 1)
+# C6: the engine's config post-processing every reference model ships with. Property-testing it
+# costs ~0.3 s per case, so every good case carries it (no C6 SKIP on the reference zoo).
+CONFIG = {"config_postprocessor": config.postprocess, "config_builder": config.FDConfig.from_raw}
+CONFIG_MUTANT_PREFIX = "cfg-mutant-"  # named so a session can run only C6 on them (-k)
 
 
 # --- PyTorch factories (torch is imported only when a factory runs) ------------------------------
@@ -98,16 +107,44 @@ def mutant_clear_raises_before_capture(runtime: Runtime) -> Any:
     return _glm4_with_wrapper(runtime, "ClearRaisesBeforeCaptureGlm4Moe")
 
 
+CONFIG_MUTANT_DEFECTS = {  # config.MUTANTS name -> the one step it gets wrong (a test keeps the keys equal)
+    "forcing_prefill_graphs": "prefill graphs forced on after the CPU-cache rule",
+    "keeping_user_order": "capture sizes not sorted/deduplicated",
+    "ignoring_speculative_step": "MTP sizes not scaled by the speculative step",
+    "keeping_static_graph_for_rl": "static graph kept under RL weight loading",
+    "ignoring_tp_divisibility": "sizes not multiples of TP under sequence-parallel MoE",
+}
+
+
+def config_mutant_cases(base: ModelCase) -> list[ModelCase]:
+    """C6 mutants: the good ``base`` model shipped with each known-bad config post-processor
+    (:data:`fd_reference_models.config.MUTANTS`); each must fail exactly its one rule."""
+    return [
+        dataclasses.replace(
+            base,
+            name=CONFIG_MUTANT_PREFIX + name.replace("_", "-"),
+            config_postprocessor=postprocessor,
+            expected_findings=frozenset({code}),
+            description=f"config post-processor mutant: {CONFIG_MUTANT_DEFECTS[name]}",
+        )
+        for name, (postprocessor, code) in config.MUTANTS.items()
+    ]
+
+
 def torch_cases() -> list[ModelCase]:
     moe, draft, mm = frozenset({"moe"}), frozenset({"moe", "draft"}), frozenset({"multimodal"})
 
     def case(name: str, factory: Any, caps: frozenset[str], findings: tuple[str, ...] = (), description: str = "") -> ModelCase:
         return ModelCase(name, "torch", factory, MAIN_SIZES, caps, frozenset(findings), description or (factory.__doc__ or ""))
 
-    return [
+    glm4 = dataclasses.replace(
         case("torch-glm4-moe", torch_glm4_moe, moe, description="GLM4-MoE (dense + MoE layer, shared expert, top-2 of 4)"),
-        case("torch-glm4-moe-mtp", torch_glm4_moe_mtp, draft, description="GLM4-MoE + MTP draft (draft sizes 2, 1)"),
-        case("torch-qwen3-vl", torch_qwen3_vl, mm, description="Qwen3-VL (eager vision, graphed text decoder, deepstack)"),
+        **CONFIG,
+    )
+    return [
+        glm4,
+        dataclasses.replace(case("torch-glm4-moe-mtp", torch_glm4_moe_mtp, draft, description="GLM4-MoE + MTP draft (draft sizes 2, 1)"), **CONFIG),
+        dataclasses.replace(case("torch-qwen3-vl", torch_qwen3_vl, mm, description="Qwen3-VL (eager vision, graphed text decoder, deepstack)"), **CONFIG),
         case("mutant-qwen3-vl-without-clear", mutant_qwen3_vl_without_clear, mm, ("FDC001",), "Qwen3-VL wrapper lacks clear"),
         case("mutant-glm4-moe-legacy-spelling", mutant_glm4_moe_legacy_spelling, moe, ("FDC002",), "legacy clear_grpah_opt_backend only"),
         case("mutant-draft-cleared-after-release", mutant_draft_cleared_after_release, draft, ("FDC201",), "MTP hang order"),
@@ -119,18 +156,30 @@ def torch_cases() -> list[ModelCase]:
         case("mutant-forgetful-clear", mutant_forgetful_clear, moe, ("FDC203", "FDC201", "FDC202"), "clear skips a capture size"),
         case("mutant-baked-token-ids", mutant_baked_token_ids, moe, ("FDC301", "FDC304"), "capture-time token ids baked in"),
         case("mutant-clear-raises-before-capture", mutant_clear_raises_before_capture, moe, ("FDC303",), "FastDeploy's AttributeError"),
+        *config_mutant_cases(glm4),
     ]
+
+
+# --- Paddle factories (paddle is imported only when a factory runs: listing stays instant) --------
+def paddle_glm4_moe_mtp(runtime: Runtime) -> Any:
+    from fd_reference_models.paddle_models import subjects
+
+    return subjects.glm4_moe_subject(runtime)
+
+
+def paddle_qwen3_vl(runtime: Runtime) -> Any:
+    from fd_reference_models.paddle_models import subjects
+
+    return subjects.qwen3_vl_subject(runtime)
 
 
 def paddle_cases() -> list[ModelCase]:
     """The tiny Paddle reference models (our own implementations; see paddle_models/)."""
-    from fd_reference_models.paddle_models import subjects  # imports paddle: only when paddle is installed
-
     return [
-        ModelCase("paddle-glm4-moe-mtp", "paddle", subjects.glm4_moe_subject, subjects.MAIN_CAPTURE_SIZES,
-                  frozenset({"draft", "moe"}), description="tiny Paddle GLM4-MoE + GLM4 MTP draft"),
-        ModelCase("paddle-qwen3-vl", "paddle", subjects.qwen3_vl_subject, subjects.MAIN_CAPTURE_SIZES,
-                  frozenset({"multimodal"}), description="tiny Paddle Qwen3-VL with deepstack"),
+        ModelCase("paddle-glm4-moe-mtp", "paddle", paddle_glm4_moe_mtp, PADDLE_SIZES,
+                  frozenset({"draft", "moe"}), description="tiny Paddle GLM4-MoE + GLM4 MTP draft", **CONFIG),
+        ModelCase("paddle-qwen3-vl", "paddle", paddle_qwen3_vl, PADDLE_SIZES,
+                  frozenset({"multimodal"}), description="tiny Paddle Qwen3-VL with deepstack", **CONFIG),
     ]
 
 

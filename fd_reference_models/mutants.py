@@ -81,8 +81,8 @@ class UpdateWithoutRecaptureRunner(ReferenceModelRunner):
 
 class RetainOldWeightsRunner(ReferenceModelRunner):
     """FDC305: each release keeps a 'rollback' copy of every weight that is never dropped, so device
-    memory grows by one model per weight cycle (visible on a GPU's allocator; host-emulated memory
-    only counts graph outputs and cannot see it)."""
+    memory grows by one model per weight cycle (a GPU's allocator shows it; so does the host ledger,
+    which tracks every tensor ``runtime.clone()`` makes)."""
 
     def _release_weights(self) -> None:
         kept: list[Any] = self.__dict__.setdefault("_rollback", [])

@@ -110,7 +110,7 @@ def test_ledger_sees_output_kept_after_reset_as_leak(rt: TorchRuntime) -> None:
     assert rt.host.ledger.live_count() == 1
     del kept
     gc.collect()
-    assert rt.memory_stats() == rt.memory_stats().__class__(0, 0)
+    assert rt.memory_stats() == rt.memory_stats().__class__(0, 0, graphs=0)
 
 
 def test_ledger_counts_one_tensor_once() -> None:
@@ -169,3 +169,54 @@ def test_replay_structure_mismatch_is_reported(rt: TorchRuntime) -> None:
     with pytest.raises(RuntimeError, match=r"outputs\[1\]"):
         copy_tree_into((torch.zeros(1), torch.zeros(1)), (torch.zeros(1), 3), ops)
     assert len(tensor_leaves({"a": [torch.zeros(1), (None, torch.zeros(2))]}, ops.is_tensor)) == 2
+
+
+def test_ledger_tracks_restored_weights_and_clones_by_category(rt: TorchRuntime) -> None:
+    """Weights the runtime restores and tensors it clones are host-tracked, apart from graph memory:
+    the weight-cycle check sees them (allocated), the clear check does not (graphs)."""
+    from fd_conformance.runtime.base import MemoryCategory, MemoryStats
+
+    ledger = rt.host.ledger
+    param = torch.nn.Parameter(torch.zeros(32, 8))  # 1 KiB of float32
+    assert rt.memory_stats() == MemoryStats(0, 0, graphs=0)  # built outside the runtime: not its allocation
+    rt.release_parameter(param, "w")
+    rt.restore_parameter(param, torch.ones(32, 8), "w")
+    assert ledger.allocated(MemoryCategory.WEIGHTS) == 1024
+    rt.release_parameter(param, "w")
+    assert ledger.allocated(MemoryCategory.WEIGHTS) == 0  # sizes are read now: a released weight holds nothing
+    rt.restore_parameter(param, torch.ones(32, 8), "w")
+    assert ledger.allocated(MemoryCategory.WEIGHTS) == 1024  # restored again: still one allocation
+    copy = rt.clone(param)
+    assert ledger.allocated(MemoryCategory.BUFFERS) == 1024
+    assert rt.memory_stats() == MemoryStats(2048, 2048, graphs=0)
+    kept = rt.new_graph("g").capture(lambda: param * 2)
+    assert rt.memory_stats() == MemoryStats(3072, 3072, graphs=1024)
+    del copy, kept, param
+    gc.collect()
+    assert rt.memory_stats() == MemoryStats(0, 0, graphs=0)  # weakly tracked: the ledger kept nothing alive
+
+
+def test_kept_weight_copies_grow_host_memory_per_cycle(rt: TorchRuntime) -> None:
+    """FDC305's signal on CPU: a runner keeping a clone of its weights each cycle grows; one that
+    does not keep them holds steady (restored weights replace the released ones)."""
+    from fd_conformance.suite.test_weight_cycle import grows
+
+    def cycles(keep: bool) -> list[int]:
+        params = [torch.nn.Parameter(torch.zeros(16, 16)) for _ in range(3)]
+        rollback: list[object] = []
+        held = []
+        for seed in range(3):
+            copies = [rt.clone(p) for p in params]
+            if keep:
+                rollback.append(copies)
+            del copies
+            for index, param in enumerate(params):
+                rt.release_parameter(param, f"p{index}")
+                rt.restore_parameter(param, torch.full((16, 16), float(seed)), f"p{index}")
+            gc.collect()
+            held.append(rt.memory_stats().allocated)
+        return held
+
+    steady, growing = cycles(keep=False), cycles(keep=True)
+    assert steady == [3 * 1024] * 3 and not grows(steady, 0)
+    assert growing == [6 * 1024, 9 * 1024, 12 * 1024] and grows(growing, 0)

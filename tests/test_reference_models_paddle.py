@@ -25,6 +25,36 @@ def rt() -> PaddleRuntime:
     return create("cpu")
 
 
+def test_listing_paddle_cases_does_not_import_paddle() -> None:
+    """Listing is instant: the factories import paddle only when a case is built (in a fresh
+    interpreter, since this module already imported paddle)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from fd_reference_models.cases import paddle_cases\n"
+        "cases = paddle_cases()\n"
+        "assert 'paddle' not in sys.modules, 'listing imported paddle'\n"
+        "print(sorted((c.name, c.factory.__module__, c.factory.__name__) for c in cases))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "('paddle-glm4-moe-mtp', 'fd_reference_models.cases', 'paddle_glm4_moe_mtp')" in proc.stdout
+
+
+def test_paddle_cases_build_their_subjects_with_the_declared_sizes(rt: PaddleRuntime) -> None:
+    from fd_reference_models.cases import PADDLE_SIZES, paddle_cases
+    from fd_reference_models.paddle_models import subjects
+
+    assert PADDLE_SIZES == subjects.MAIN_CAPTURE_SIZES
+    for case in paddle_cases():
+        subject = case.factory(rt)
+        assert tuple(subject.wrapper.graph_opt_config.capture_sizes) == case.capture_sizes, case.name
+        if subject.runner.group is not None:
+            rt.shutdown_group(subject.runner.group)
+
+
 # --- independent NumPy reference (from the state dict only) ------------------------------------
 
 
@@ -239,7 +269,7 @@ def test_weight_cycle_with_new_weights_recaptures_and_matches_eager(rt: PaddleRu
     from fd_reference_models.paddle_models.layers import seeded_weights
 
     gc.collect()  # earlier tests' models (Layer <-> backend cycles) still hold static outputs
-    baseline = rt.memory_stats().allocated
+    baseline = rt.memory_stats().graphs  # graph memory only: restored weights are tracked too
     main, draft = _glm(rt)
     group = rt.new_group("tp")
     main.model.set_comm_group(group)
@@ -274,10 +304,10 @@ def test_weight_cycle_with_new_weights_recaptures_and_matches_eager(rt: PaddleRu
             draft_hidden.numpy(), draft.model.eager_forward(input_ids=ids, previous_hidden=hidden).numpy(), **TOL
         )
         old_addresses = {name: rt.address(p) for name, p in params}
-    assert rt.memory_stats().allocated > baseline  # live output buffers of the current graphs
+    assert rt.memory_stats().graphs > baseline  # live output buffers of the current graphs
     draft.clear_graph_opt_backend()
     main.clear_graph_opt_backend()
-    assert rt.memory_stats().allocated == baseline  # clear dropped every output buffer
+    assert rt.memory_stats().graphs == baseline  # clear dropped every output buffer
     assert not stale_graph.alive
     rt.shutdown_group(group)
 

@@ -191,6 +191,38 @@ def test_all_cases_registry() -> None:
     assert all(c.runtime == "torch" for c in cases if c.name.startswith(("torch-", "mutant-")))
 
 
+def test_good_cases_ship_the_config_postprocessor_and_config_mutants_are_cases() -> None:
+    """C6 runs on every good reference case (no SKIP), and each config mutant is a case of its own
+    expecting exactly its rule's code, so --include-mutants and the every-code test cover FDC401-405."""
+    from fd_reference_models import config
+    from fd_reference_models.cases import CONFIG_MUTANT_DEFECTS, CONFIG_MUTANT_PREFIX
+
+    cases = all_cases()
+    good = [c for c in cases if not c.is_mutant]
+    assert good and all(c.config_postprocessor is config.postprocess for c in good)
+    assert all(c.config_builder == config.FDConfig.from_raw for c in good)
+    cfg_mutants = {c.name: c for c in cases if c.name.startswith(CONFIG_MUTANT_PREFIX)}
+    assert set(CONFIG_MUTANT_DEFECTS) == set(config.MUTANTS)
+    assert {c.config_postprocessor for c in cfg_mutants.values()} == {fn for fn, _ in config.MUTANTS.values()}
+    assert sorted(code for c in cfg_mutants.values() for code in c.expected_findings) == [
+        "FDC401", "FDC402", "FDC403", "FDC404", "FDC405",
+    ]
+    assert all(c.factory.__module__ == "fd_reference_models.cases" for c in cfg_mutants.values())
+
+
+@pytest.mark.parametrize("case_name", ["torch-glm4-moe", "cfg-mutant-keeping-user-order"])
+def test_config_property_passes_good_and_catches_mutant_case(case_name: str) -> None:
+    from fd_conformance.config_rules import InvariantViolation, assert_postprocessor_preserves_invariants
+
+    case = next(c for c in all_cases() if c.name == case_name)
+    if not case.is_mutant:
+        assert_postprocessor_preserves_invariants(case.config_postprocessor, case.config_builder, max_examples=200)
+        return
+    with pytest.raises(InvariantViolation) as caught:
+        assert_postprocessor_preserves_invariants(case.config_postprocessor, case.config_builder, max_examples=200)
+    assert {f.code for f in caught.value.findings} == set(case.expected_findings)
+
+
 # --- GPU (run by the lead on the H200) -----------------------------------------------------------
 @pytest.fixture
 def cuda() -> object:

@@ -165,6 +165,41 @@ def test_one_rank_gloo_group_lifecycle(rt: PaddleRuntime, events: list[RuntimeEv
     ]
 
 
+def test_group_shutdown_event_precedes_the_destroy_call(rt: PaddleRuntime) -> None:
+    """As in torch: GROUP_SHUTDOWN is emitted while Paddle still has the group registered, so the
+    record shows the shutdown even when NCCL's destroy (waiting on captured graphs) never returns."""
+    import paddle.distributed.collective as collective
+
+    group = rt.new_group("tp")
+    assert isinstance(group, PaddleGroup)
+    seen: list[bool] = []
+
+    def at_shutdown(event: RuntimeEvent) -> None:
+        if event.kind is EventKind.GROUP_SHUTDOWN:
+            seen.append(group.dist_name in collective._get_group_map_by_name())
+
+    unsubscribe = rt.events.subscribe(at_shutdown)
+    try:
+        rt.shutdown_group(group)
+    finally:
+        unsubscribe()
+    assert seen == [True]
+    assert group.dist_name not in collective._get_group_map_by_name() and not group.alive
+
+
+def test_shutdown_group_rejects_a_foreign_group(rt: PaddleRuntime) -> None:
+    from fd_conformance.runtime.base import Group
+
+    class Foreign(Group):
+        name = "foreign"
+
+        def _all_reduce(self, tensor: Any) -> None:
+            raise AssertionError("never called")
+
+    with pytest.raises(UsageError, match="not a PaddleGroup"):
+        rt.shutdown_group(Foreign())
+
+
 def test_two_groups_are_independent(rt: PaddleRuntime) -> None:
     tp, ep = rt.new_group("tp"), rt.new_group("ep")
     rt.shutdown_group(tp)
@@ -296,7 +331,8 @@ def test_host_graph_replays_static_inputs_and_goes_stale_after_the_weight_cycle(
     graph.reset()
     graph.reset()  # idempotent
     del out
-    assert rt.memory_stats().allocated == 0
+    # Graph memory is gone; the weight the runtime restored into new storage is host-tracked too.
+    assert (rt.memory_stats().graphs, rt.memory_stats().allocated) == (0, 4 * 4 * 4)
     assert [e.kind for e in events] == [
         EventKind.GRAPH_CAPTURED,
         EventKind.GRAPH_REPLAYED,
@@ -307,6 +343,8 @@ def test_host_graph_replays_static_inputs_and_goes_stale_after_the_weight_cycle(
     ]
     captured = events[0]
     assert {ref.name for ref in captured.buffers} == {"w", "x"}
+    rt.release_parameter(weight, "w")
+    assert rt.memory_stats().allocated == 0  # a released weight holds no bytes
 
 
 def test_host_graph_is_stale_after_its_group_shuts_down(rt: PaddleRuntime) -> None:

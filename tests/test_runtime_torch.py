@@ -265,3 +265,36 @@ def test_gpu_nccl_all_reduce_captured_in_a_graph_replays() -> None:
         rt.shutdown_group(group)
     again = rt.new_group("tp")
     rt.shutdown_group(again)
+
+
+def test_group_shutdown_event_precedes_the_destroy_call(rt: TorchRuntime) -> None:
+    """GROUP_SHUTDOWN is emitted while the process group still exists: if destroy hangs (NCCL
+    waiting on graphs that captured it), the record already shows the shutdown."""
+    group = rt.new_group("tp")
+    seen: list[tuple[bool, bool]] = []
+
+    def at_shutdown(event: RuntimeEvent) -> None:
+        if event.kind is EventKind.GROUP_SHUTDOWN:
+            registered = group.handle in dist.distributed_c10d._world.pg_map  # the real registry
+            seen.append((registered, group.alive))
+
+    unsubscribe = rt.events.subscribe(at_shutdown)
+    try:
+        rt.shutdown_group(group)
+    finally:
+        unsubscribe()
+    assert seen == [(True, True)]
+    assert group.handle not in dist.distributed_c10d._world.pg_map and not group.alive
+
+
+def test_shutdown_group_rejects_a_foreign_group(rt: TorchRuntime) -> None:
+    from fd_conformance.runtime.base import Group
+
+    class Foreign(Group):
+        name = "foreign"
+
+        def _all_reduce(self, tensor: Any) -> None:
+            raise AssertionError("never called")
+
+    with pytest.raises(UsageError, match="not a TorchGroup"):
+        rt.shutdown_group(Foreign())

@@ -1,15 +1,15 @@
 """The shipped suites on CPU (host-emulated graphs), run the way users run them.
 
 One real session (a subprocess: ``pytest --pyargs fd_conformance.suite --fd-include-mutants``)
-runs every check over every bundled reference model and mutant plus the config cases below;
-the tests then read its conformance.json: every good case is certified, every mutant reports
+runs every check over every bundled reference model and mutant (config mutants, ``cfg-mutant-*``,
+run only the config check: the rest of them is the good GLM4 model again); the tests then read
+its conformance.json: every good case is certified, every mutant reports
 exactly its expected finding codes, and every suite/lifecycle/config code is tripped by some
 mutant ("no check left that no mutant trips").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -19,50 +19,24 @@ from typing import Any
 
 import pytest
 
-from fd_conformance.cases import ModelCase
 from fd_conformance.findings import RULES
+from fd_reference_models.cases import CONFIG_MUTANT_PREFIX
 
 THIS_FILE = Path(__file__).resolve()
 CYCLES = "2"  # the fewest cycles that can show growth: keeps the session short
-# Defects that only a real allocator shows: host-emulated memory counts graph outputs only
-# (fd_conformance/runtime/host_graph.py), so a runner hoarding weight copies is invisible on CPU.
-HOST_INVISIBLE = {"mutant-retain-old-weights": "weight copies are not graph outputs; host-emulated memory cannot see them"}
-
-
-def config_cases() -> list[ModelCase]:
-    """C6 cases: the reference GLM4 model shipped with the good post-processor and each mutant.
-
-    Named ``cfg-*`` so the session below runs only the config check on them (-k).
-    """
-    from fd_reference_models.cases import torch_cases
-    from fd_reference_models.config import MUTANTS, FDConfig, postprocess
-
-    base = next(c for c in torch_cases() if c.name == "torch-glm4-moe")
-    cases = [dataclasses.replace(base, name="cfg-good", config_postprocessor=postprocess, config_builder=FDConfig.from_raw)]
-    for name, (mutant, code) in MUTANTS.items():
-        cases.append(
-            dataclasses.replace(
-                base,
-                name=f"cfg-mutant-{name}",
-                config_postprocessor=mutant,
-                config_builder=FDConfig.from_raw,
-                expected_findings=frozenset({code}),
-            )
-        )
-    return cases
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One full CPU session over good models, mutants and config cases; its conformance.json."""
+    """One full CPU session over good models and every mutant; its conformance.json."""
     out = tmp_path_factory.mktemp("suite-run")
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite",
         "-p", "no:cacheprovider", "-q",
-        "--fd-model=fd_reference_models.cases:all_cases", f"--fd-model={THIS_FILE}:config_cases",
+        "--fd-model=fd_reference_models.cases:all_cases",
         "--fd-include-mutants", f"--fd-cycles={CYCLES}", f"--fd-report={out}",
         "--fd-isolate=off",  # in-process: the hang watchdog is the isolation suite's subject, not ours
-        "-k", "cpu and (test_config or not cfg-)",
+        "-k", f"cpu and (test_config or not {CONFIG_MUTANT_PREFIX})",
     ]  # fmt: skip
     env = {**os.environ, "FD_CONFORMANCE_GPU": "0"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
@@ -74,22 +48,30 @@ def _rows(session: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in session["doc"]["cases"] if c["device"] == "cpu"}
 
 
-def _mutant_names() -> list[Any]:
+def _mutant_names() -> list[str]:
     from fd_reference_models.cases import all_cases
 
-    names = [c.name for c in all_cases() if c.is_mutant] + [c.name for c in config_cases() if c.is_mutant]
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(reason=HOST_INVISIBLE[n], strict=True)) if n in HOST_INVISIBLE else n
-        for n in names
-    ]
+    return [c.name for c in all_cases() if c.is_mutant]
 
 
 def test_good_models_are_certified(session: dict[str, Any]) -> None:
     rows = _rows(session)
     good = {name: row for name, row in rows.items() if not row["mutant"]}
-    assert {"torch-glm4-moe", "torch-glm4-moe-mtp", "torch-qwen3-vl", "cfg-good"} <= set(good)
+    assert {"torch-glm4-moe", "torch-glm4-moe-mtp", "torch-qwen3-vl"} <= set(good)
     assert {name: row["verdict"] for name, row in good.items()} == {name: "certified" for name in good}
     assert all(not row["observed_findings"] for row in good.values())
+
+
+def test_good_models_run_the_config_check(session: dict[str, Any]) -> None:
+    """Every good reference case ships its config post-processor, so C6 passes on it (no SKIP)."""
+    config_results = {r["case"]: r for r in session["doc"]["results"] if r["check"] == "config"}
+    good = [name for name, row in _rows(session).items() if not row["mutant"]]
+    assert {name: config_results[name]["outcome"] for name in good} == {name: "passed" for name in good}
+
+
+def test_config_mutants_run_only_the_config_check(session: dict[str, Any]) -> None:
+    checks = {r["check"] for r in session["doc"]["results"] if r["case"].startswith(CONFIG_MUTANT_PREFIX)}
+    assert checks == {"config"}
 
 
 @pytest.mark.parametrize("mutant", _mutant_names())
@@ -102,16 +84,13 @@ def test_mutant_reports_exactly_its_expected_codes(session: dict[str, Any], muta
 def test_every_suite_lifecycle_and_config_code_is_tripped_by_a_mutant(session: dict[str, Any]) -> None:
     wanted = {code for code, rule in RULES.items() if {"suite", "lifecycle", "config"} & {w.strip() for w in rule.where.split(",")}}
     tripped = {code for row in _rows(session).values() if row["mutant"] for code in row["observed_findings"]}
-    # The mutant that shows FDC305 does so on a real allocator only (see HOST_INVISIBLE); the gpu
-    # variant below covers it on the device.
-    assert wanted - tripped <= {"FDC305"}, f"codes no mutant trips on CPU: {sorted(wanted - tripped)}"
+    assert wanted - tripped == set(), f"codes no mutant trips on CPU: {sorted(wanted - tripped)}"
 
 
 def test_session_exit_status_and_matrix(session: dict[str, Any]) -> None:
     proc = session["proc"]
-    # Exit status 0 iff every mutant was caught exactly; the one host-invisible mutant makes it 1.
-    expected_rc = 1 if HOST_INVISIBLE else 0
-    assert proc.returncode == expected_rc, proc.stdout[-3000:] + proc.stderr[-2000:]
+    # Exit status 0 iff every good case is certified and every mutant caught exactly.
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "fd-conformance matrix" in proc.stdout
     assert "torch-glm4-moe [cpu, host-emulated]" in proc.stdout
     assert session["doc"]["expect_mutants"] is True

@@ -15,7 +15,9 @@ import itertools
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+
+from fd_conformance.errors import UsageError
 
 
 HOST_EMULATED = "host-emulated"  # the label of results obtained without real graphs
@@ -55,12 +57,31 @@ class RuntimeEvent:
 EventListener = Callable[[RuntimeEvent], None]
 
 
+class MemoryCategory(str, enum.Enum):
+    """What a host-tracked allocation is for. A device allocator cannot tell its bytes apart; the
+    host ledger can, so the clear check judges graph memory alone while the weight-cycle check
+    sees everything (a retained weight copy is growth, not a clear leak)."""
+
+    GRAPH_OUTPUTS = "graph_outputs"  # static outputs of captured graphs: what clear must give back
+    WEIGHTS = "weights"  # parameter storage the runtime allocated on restore
+    BUFFERS = "buffers"  # tensors the runtime cloned (static buffers, copies a model keeps)
+
+
 @dataclass(frozen=True)
 class MemoryStats:
     """Device allocator figures in bytes (host emulation reports the bytes it holds)."""
 
     allocated: int
     reserved: int
+    # Bytes attributable to graphs (their live static outputs), where the runtime can attribute
+    # them: host emulation only. None on a device, whose allocator pools everything together.
+    graphs: int | None = None
+
+
+class AllocationLedger(Protocol):
+    """Where a host-emulating runtime records the tensors it allocates (weakly: it keeps nothing alive)."""
+
+    def track(self, tensor: Any, category: MemoryCategory) -> None: ...
 
 
 class StaleGraphError(RuntimeError):
@@ -194,6 +215,10 @@ class Runtime(abc.ABC):
         self.device = device
         self.events = EventBus()
         self._released: dict[int, ReleasedParam] = {}  # id(param) -> where it was when released
+        # Host emulation's ledger (None on a device, whose allocator counts every byte by itself):
+        # the runtime's own allocations (restored weights, clones) are recorded here so that a
+        # weight copy kept across cycles is visible as growth on CPU too.
+        self._ledger: AllocationLedger | None = None
 
     # --- framework / device -------------------------------------------------------
     @property
@@ -224,6 +249,12 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def empty_cache(self) -> None: ...
+
+    def _account(self, tensor: StorageT, category: MemoryCategory) -> StorageT:
+        """Record an allocation the runtime made with the host ledger, if any; returns ``tensor``."""
+        if self._ledger is not None:
+            self._ledger.track(tensor, category)
+        return tensor
 
     # --- tensors ------------------------------------------------------------------
     def buffer_ref(self, tensor: Any, name: str = "") -> BufferRef:
@@ -280,6 +311,9 @@ class Runtime(abc.ABC):
         address = self.address(param)
         if self.is_released(param) or (address != 0 and address == released.address):
             raise RuntimeError(f"restore {name or 'parameter'}: address did not change ({address:#x})")
+        # The parameter object now owns the new storage (``fresh`` itself is dropped), so it is
+        # the parameter that is tracked; its bytes read 0 again once it is released.
+        self._account(param, MemoryCategory.WEIGHTS)
         self.events.emit(EventKind.PARAM_RESTORED, name, id(param), buffers=(self.buffer_ref(param, name),))
 
     @abc.abstractmethod
@@ -300,11 +334,32 @@ class Runtime(abc.ABC):
         """Make the same ``param`` object use ``fresh``'s storage."""
 
     # --- communication ------------------------------------------------------------
+    group_type: type[Group] = Group  # adapters narrow it to their own group class
+
     @abc.abstractmethod
     def new_group(self, name: str = "tp") -> Group: ...
 
+    def shutdown_group(self, group: Group) -> None:
+        """Shut ``group`` down; twice is a no-op, as engines call it defensively.
+
+        GROUP_SHUTDOWN goes out BEFORE the framework's destroy call, on every framework: NCCL's
+        destroy waits on graphs that captured the communicator (the MTP hang), and the record must
+        show the shutdown even when that call never returns.
+        """
+        if not isinstance(group, self.group_type):
+            raise UsageError(
+                f"shutdown_group got {type(group).__name__}, not a {self.group_type.__name__}",
+                "pass a group made by this runtime's new_group()",
+            )
+        if not group.alive:
+            return
+        self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
+        group._alive = False  # no collective may start on it from here on, even if destroy hangs
+        self._destroy_group(group)
+
     @abc.abstractmethod
-    def shutdown_group(self, group: Group) -> None: ...
+    def _destroy_group(self, group: Any) -> None:
+        """The framework's calls that tear ``group`` (already marked dead) down."""
 
 
 BufferSpec = Iterable[Any] | Mapping[str, Any]  # tensors, or name -> tensor for readable findings

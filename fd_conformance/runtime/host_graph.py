@@ -10,12 +10,15 @@ run in CPU CI. :class:`HostGraph` reproduces the *contract* of a captured graph,
   at another address, or a captured group was shut down -- on a GPU that replay would read freed
   memory (garbage, illegal address) or hang in a dead communicator.
 
-Memory emulation (:class:`HostMemoryLedger`) measures exactly one thing: the bytes of tensors that
-host graphs returned as static outputs and that are still alive (weakly tracked, so the ledger
-itself keeps nothing alive). A model that resets its graphs but keeps the output buffers shows up
-as a leak. It does not see intermediate tensors, captured inputs, or views taken from an output
-(a view keeps the storage but is a different tensor object). It never stands in for a GPU
-measurement: ``Runtime.graphs_are_real`` is False and reports say "host-emulated".
+Memory emulation (:class:`HostMemoryLedger`) counts the bytes of live tensors the host runtime
+itself allocated, weakly tracked (the ledger keeps nothing alive) and by category: static outputs
+of host graphs, parameter storage made by ``restore_parameter``, and ``clone()`` results (static
+buffers, copies a model keeps). Sizes are read when asked, so a released weight counts 0. A model
+that resets its graphs but keeps their output buffers shows up as graph memory held after clear;
+a runner that keeps a copy of the weights every cycle shows up as growth. It does not see
+intermediate tensors, tensors a model makes with framework calls of its own, or views taken from
+a tracked tensor (a view keeps the storage but is a different tensor object). It never stands in
+for a GPU measurement: ``Runtime.graphs_are_real`` is False and reports say "host-emulated".
 
 Framework-neutral: the Paddle and PyTorch adapters hand in their tensor operations
 (:class:`HostTensorOps`).
@@ -28,7 +31,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fd_conformance.runtime.base import HOST_EMULATED, MemoryStats, RecordedGraph, Runtime, StaleGraphError
+from fd_conformance.runtime.base import (
+    HOST_EMULATED,
+    MemoryCategory,
+    MemoryStats,
+    RecordedGraph,
+    Runtime,
+    StaleGraphError,
+)
 
 __all__ = [
     "HOST_EMULATED", "HostEmulation", "HostGraph", "HostMemoryLedger", "HostTensorOps", "copy_tree_into",
@@ -45,7 +55,7 @@ class HostTensorOps:
     """The framework operations the host graph needs, supplied by each adapter."""
 
     is_tensor: Callable[[Any], bool]
-    nbytes: Callable[[Any], int]
+    nbytes: Callable[[Any], int]  # bytes a tensor holds NOW: 0 once its storage is released
     copy_into: Callable[[Any, Any], None]
     # How to run the captured callable (torch: under no_grad, as a real capture would).
     run: Callable[[Callable[[], Any]], Any] = _call
@@ -53,28 +63,33 @@ class HostTensorOps:
 
 @dataclass
 class HostMemoryLedger:
-    """Bytes held by live static outputs of host graphs (see the module docstring for scope)."""
+    """Bytes held by live tensors the host runtime allocated, per category (see the module docstring)."""
 
-    nbytes: Callable[[Any], int]
-    _live: dict[int, tuple[weakref.ref[Any], int]] = field(default_factory=dict)
+    nbytes: Callable[[Any], int]  # read at query time: a released weight holds 0 bytes
+    _live: dict[int, tuple[weakref.ref[Any], MemoryCategory]] = field(default_factory=dict)
 
-    def track(self, tensor: Any) -> None:
+    def track(self, tensor: Any, category: MemoryCategory = MemoryCategory.GRAPH_OUTPUTS) -> None:
         key = id(tensor)
         if key in self._live and self._live[key][0]() is tensor:
-            return  # one tensor returned by two graphs is still one allocation
+            return  # one tensor returned by two graphs, or a weight restored again, is one allocation
 
         def forget(_ref: weakref.ref[Any], key: int = key) -> None:
             entry = self._live.get(key)
             if entry is not None and entry[0] is _ref:
                 del self._live[key]
 
-        self._live[key] = (weakref.ref(tensor, forget), self.nbytes(tensor))
+        self._live[key] = (weakref.ref(tensor, forget), category)
 
-    def allocated(self) -> int:
-        return sum(size for ref, size in self._live.values() if ref() is not None)
+    def _tensors(self, category: MemoryCategory | None) -> list[Any]:
+        live = ((ref(), kind) for ref, kind in list(self._live.values()))
+        return [tensor for tensor, kind in live if tensor is not None and category in (None, kind)]
 
-    def live_count(self) -> int:
-        return sum(1 for ref, _ in self._live.values() if ref() is not None)
+    def allocated(self, category: MemoryCategory | None = None) -> int:
+        """Bytes held now, in ``category`` or in all of them."""
+        return sum(self.nbytes(tensor) for tensor in self._tensors(category))
+
+    def live_count(self, category: MemoryCategory | None = None) -> int:
+        return len(self._tensors(category))
 
 
 def tensor_leaves(tree: Any, is_tensor: Callable[[Any], bool]) -> list[Any]:
@@ -129,7 +144,7 @@ class HostGraph(RecordedGraph):
         self._captured_addresses = tuple(self.runtime.address(tensor) for _, tensor in self.captured_buffers)
         outputs = self._ops.run(fn)
         for leaf in tensor_leaves(outputs, self._ops.is_tensor):
-            self._ledger.track(leaf)
+            self._ledger.track(leaf, MemoryCategory.GRAPH_OUTPUTS)
         self._fn, self._outputs = fn, outputs
         return outputs
 
@@ -179,6 +194,7 @@ class HostEmulation:
         return HostGraph(runtime, label, owner, self.ops, self.ledger)
 
     def memory_stats(self) -> MemoryStats:
-        """Live static graph outputs only (see the module docstring); allocated == reserved."""
+        """Every tracked live byte as allocated == reserved; ``graphs`` is the static graph outputs'
+        share, which the clear check judges (restored weights and clones are not graph memory)."""
         held = self.ledger.allocated()
-        return MemoryStats(held, held)
+        return MemoryStats(held, held, graphs=self.ledger.allocated(MemoryCategory.GRAPH_OUTPUTS))

@@ -36,6 +36,7 @@ from fd_conformance.runtime.base import (
     EventKind,
     Graph,
     Group,
+    MemoryCategory,
     MemoryStats,
     RecordedGraph,
     Runtime,
@@ -165,8 +166,9 @@ class PaddleGroup(Group):
         deregistered with ``destroy_process_group`` and its context dropped."""
         import paddle.distributed as dist
 
-        if not self._alive:
-            return
+        if self._pg is None:
+            return  # already torn down
+        self._alive = False
         if self.backend == "nccl":
             dist.shutdown_process_group(self.dist_group)
         dist.destroy_process_group(self.dist_group)
@@ -175,7 +177,6 @@ class PaddleGroup(Group):
         collective._get_group_map_by_name().pop(self.dist_name, None)
         collective._get_group_map().pop(self.dist_group.id, None)
         self._pg = None
-        self._alive = False
 
 
 class PaddleCudaGraph(RecordedGraph):
@@ -228,10 +229,12 @@ class PaddleRuntime(Runtime):
         paddle.disable_static()
         self.host = HostEmulation(HostTensorOps(
             is_tensor=lambda value: isinstance(value, paddle.Tensor),
-            nbytes=_nbytes,
+            nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
             copy_into=self.copy_into,
             run=_run_no_grad,
         ))
+        if device != "cuda":
+            self._ledger = self.host.ledger  # Paddle's GPU allocator counts our allocations by itself
 
     # --- framework / device -------------------------------------------------------
     @property
@@ -276,7 +279,7 @@ class PaddleRuntime(Runtime):
 
     def clone(self, tensor: Any) -> Any:
         with self._paddle.no_grad():
-            return tensor.detach().clone()
+            return self._account(tensor.detach().clone(), MemoryCategory.BUFFERS)
 
     def copy_into(self, dst: Any, src: Any) -> None:
         with self._paddle.no_grad():
@@ -323,13 +326,10 @@ class PaddleRuntime(Runtime):
         self.events.emit(EventKind.GROUP_CREATED, name, id(group))
         return group
 
-    def shutdown_group(self, group: Group) -> None:
-        if not isinstance(group, PaddleGroup):
-            raise TypeError(f"not a Paddle group: {type(group).__name__}")
-        if not group.alive:
-            return
+    group_type = PaddleGroup
+
+    def _destroy_group(self, group: PaddleGroup) -> None:
         group.shutdown()
-        self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
 
 
 def _cuda_available(paddle: Any) -> bool:

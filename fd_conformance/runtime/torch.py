@@ -22,6 +22,7 @@ from fd_conformance.runtime.base import (
     EventKind,
     Graph,
     Group,
+    MemoryCategory,
     MemoryStats,
     RecordedGraph,
     Runtime,
@@ -101,10 +102,12 @@ class TorchRuntime(Runtime):
         self.torch_device = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
         self.host = HostEmulation(HostTensorOps(
             is_tensor=lambda value: isinstance(value, torch.Tensor),
-            nbytes=_nbytes,
+            nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
             copy_into=self.copy_into,
             run=_run_no_grad,
         ))
+        if device != "cuda":
+            self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
         # Captured CUDA graphs not yet reset; weak, because dropping a graph destroys it.
         self._cuda_graphs: weakref.WeakSet[TorchCudaGraph] = weakref.WeakSet()
         self._groups: list[TorchGroup] = []
@@ -167,7 +170,7 @@ class TorchRuntime(Runtime):
         return value.cpu().numpy()
 
     def clone(self, tensor: Any) -> Any:
-        return tensor.detach().clone(memory_format=torch.contiguous_format)
+        return self._account(tensor.detach().clone(memory_format=torch.contiguous_format), MemoryCategory.BUFFERS)
 
     def copy_into(self, dst: Any, src: Any) -> None:
         with torch.no_grad():
@@ -240,17 +243,9 @@ class TorchRuntime(Runtime):
         self.events.emit(EventKind.GROUP_CREATED, name, id(group))
         return group
 
-    def shutdown_group(self, group: Group) -> None:
-        if not isinstance(group, TorchGroup):
-            raise UsageError(
-                f"shutdown_group got {type(group).__name__}", "pass a group made by this runtime's new_group()"
-            )
-        if not group.alive:
-            return  # shutting down twice is a no-op, as engines call it defensively
-        # The event goes out first: the recorder must see the shutdown even if destroy hangs
-        # (NCCL destroy waits on graphs that captured the communicator).
-        self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
-        group._alive = False
+    group_type = TorchGroup
+
+    def _destroy_group(self, group: TorchGroup) -> None:
         self._groups.remove(group)
         dist.destroy_process_group(group.handle)
         if not self._groups and self._owns_default_group:

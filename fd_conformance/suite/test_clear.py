@@ -59,6 +59,10 @@ def test_clear_releases_graphs_and_memory(
         "allocated": after.allocated - baseline.allocated,
         "reserved": after.reserved - baseline.reserved,
     }
+    if after.graphs is not None and baseline.graphs is not None:
+        # Host emulation can attribute bytes: judge graph memory alone (a copy the model keeps
+        # outside its graphs is not a clear leak; on a GPU it would sit below the resolution).
+        held = {"allocated": after.graphs - baseline.graphs}
     over = {kind: delta for kind, delta in held.items() if delta > resolution}
     # Memory is judged only once no graph is alive: a live graph holds its pool by definition,
     # and FDC203 already names it (one defect, one finding).
