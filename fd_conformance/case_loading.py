@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from fd_conformance.cases import ModelCase
+from fd_conformance.changed import apply_selection
 from fd_conformance.errors import UsageError
 
 ENTRY_POINT_GROUP = "fd_conformance.cases"
@@ -144,11 +145,15 @@ def select_cases(
     runtime: str = "auto",
     include_mutants: bool = False,
     installed_runtimes: Sequence[str] = ("torch", "paddle"),
+    selection: Sequence[str] | None = None,
+    selection_source: str = "--fd-cases-file",
 ) -> list[ModelCase]:
     """The cases a session certifies.
 
     Explicit specs are taken as given (a mutant named explicitly is tested like any model);
     without specs, the installed good cases, plus the mutants when ``include_mutants``.
+    ``selection`` (case names from a cases file) keeps only those; it is matched before the
+    runtime filter, so a name whose framework is not installed here is skipped, not "unknown".
     ``runtime`` keeps only that framework's cases; "auto" keeps every installed framework's.
     """
     if specs:
@@ -157,6 +162,8 @@ def select_cases(
             cases.extend(c for c in installed_cases() if c.is_mutant)
     else:
         cases = [c for c in installed_cases() if include_mutants or not c.is_mutant]
+    if selection is not None:
+        cases = apply_selection(cases, selection, selection_source)
     if runtime == "auto":
         cases = [c for c in cases if c.runtime in installed_runtimes]
     else:

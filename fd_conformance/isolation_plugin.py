@@ -29,6 +29,8 @@ from fd_conformance.errors import UsageError
 from fd_conformance.isolation import RunResult, Watchdog, validate_timeout
 from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record
 from fd_conformance.isolation_worker import WORKER_ENV
+from fd_conformance.isolation_worker_pytest import ALL_FILES
+from fd_conformance.plugin import case_properties
 
 ISOLATE_CHOICES = ("marked", "all", "off")
 ISOLATE_HELP = (
@@ -107,24 +109,6 @@ def _gpu_item_without_gpu(item: pytest.Item) -> bool:
     return no_gpu_reason() is not None
 
 
-def _case_properties(item: pytest.Item) -> list[tuple[str, object]]:
-    """The conformance-matrix keys plugin.py attaches to a suite test's deciding report. A HANG or
-    crash report is made here, in the parent, so it needs them too: without them the hung check
-    would vanish from the matrix and from conformance.json instead of showing FDC501/FDC502."""
-    callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("fd_case") if callspec is not None else None
-    if case is None:
-        return []
-    from fd_conformance.plugin import PROP_PREFIX, check_name  # only for suite items: plugin is loaded
-
-    return [
-        (PROP_PREFIX + "case", case.name),
-        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
-        (PROP_PREFIX + "check", check_name(item)),
-        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
-    ]
-
-
 def _marker_timeout(item: pytest.Item, name: str) -> Any:
     marker = item.get_closest_marker(name)
     if marker is None:
@@ -181,7 +165,7 @@ class IsolationController:
         """--fd-isolate=all: every collected item is isolated, so the worker can start now and
         collect the session's own arguments while the parent collects them too."""
         if self.prestart_allowed and self.mode == "all":
-            self._prestart(paths=list(self.config.args))
+            self._prestart(paths=[ALL_FILES])
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """--fd-isolate=marked: at the first isolated item the parent collects, spawn the worker;
@@ -299,7 +283,9 @@ class IsolationController:
         in_flight = next(w for w in ("setup", "call", "teardown") if w not in done)
         kept = [r for r in reports if r.when != in_flight]
         if in_flight != "teardown":  # this synthetic report decides the outcome: it carries the matrix keys
-            props = _case_properties(item) + props
+            # A HANG or crash report is made here, in the parent: without the matrix keys the hung
+            # check would vanish from the matrix and conformance.json instead of showing FDC501/502.
+            props = case_properties(item) + props
         kept.append(_synthetic(item, in_flight, text, props, result.duration))
         return kept
 
@@ -332,9 +318,15 @@ class IsolationController:
             args += ["-c", str(config.inipath)]
         for override in config.getoption("override_ini", None) or []:
             args += ["-o", override]
-        # The session's own arguments, so the worker loads the same initial conftests; what it
-        # collects is "paths" (see isolation_worker_pytest.WorkerSession.pytest_collection).
-        return {"option_dict": option_dict, "args": args + list(config.args), "paths": None}
+        # The session's own arguments and invocation directory, so the worker loads the same initial
+        # conftests and names every test with the parent's node id; "paths" only narrows which files
+        # it imports (see isolation_worker_pytest.WorkerSession.pytest_ignore_collect).
+        return {
+            "option_dict": option_dict,
+            "args": args + list(config.args),
+            "invocation_dir": str(config.invocation_params.dir),
+            "paths": None,
+        }
 
     # --- results ----------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)

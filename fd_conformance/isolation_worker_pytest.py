@@ -1,10 +1,18 @@
 """Pytest mode of the isolation worker: one pytest session, collected once, driven by the parent.
 
-Like an xdist worker (learned from, not copied): the worker collects the isolated items' files
-with the parent's options, then runs only the nodeids the parent sends, passing the parent's
+Like an xdist worker (learned from, not copied): the worker rebuilds the parent's config (same
+options, rootdir, ini file, invocation directory and collection arguments), collects the parent's
+own arguments while ignoring every file that holds no isolated item, then runs only the nodeids
+the parent sends, passing the parent's
 *next* isolated item as ``nextitem`` so module/session fixtures survive between items exactly
 as they would in one process. Reports are streamed as they are made, serialised by pytest's
 own hooks, so a hang in ``call`` still leaves the parent the ``setup`` report.
+
+Why the parent's arguments and not the files themselves: a node id is relative to the rootdir,
+or, for a file outside it (``pytest --pyargs pkg.suite`` run from any other directory), relative
+to the collection argument that reached it. Collecting ``/site-packages/pkg/suite/test_a.py``
+directly would name its tests ``::test_x`` where the parent has ``test_a.py::test_x``, and the
+parent's requests would find nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +20,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fd_conformance.isolation_worker import Channel, classify_error, mark, probe
+
+ALL_FILES = "<all>"  # a ``paths`` entry meaning: every file the parent's arguments reach is isolated
 
 
 class WorkerSession:
@@ -26,6 +37,7 @@ class WorkerSession:
         self.channel = channel
         self.config = config
         self.paths = paths
+        self.keep: frozenset[Path] | None = None  # files to collect; None: all (set at collection)
         self.items: dict[str, pytest.Item] = {}
         self.reports: list[pytest.TestReport] = []
 
@@ -39,7 +51,29 @@ class WorkerSession:
             if message[0] != "collect":  # "stop" before any collection: nothing to tear down
                 _exit_now()
             paths = list(message[1])
-        session.perform_collect(paths)
+        self.keep = None if ALL_FILES in paths else frozenset(Path(p) for p in paths)
+        # The parent's arguments: node ids come out identical. pytest never asks
+        # pytest_ignore_collect about an argument itself, so a file argument without isolated
+        # items is dropped here; that cannot change a kept file's node id (a file argument is
+        # nobody's ancestor), and directories and --pyargs names stay, filtered by the hook.
+        args = [arg for arg in self.config.args if self._holds_isolated(arg)]
+        session.perform_collect(args or None)
+        return True
+
+    def _holds_isolated(self, arg: str) -> bool:
+        if self.keep is None:
+            return True
+        path = Path(os.path.abspath(self.config.invocation_params.dir / arg.split("::", 1)[0]))  # as pytest normalises
+        return not path.is_file() or path in self.keep
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        """Skip files (and directories) holding no isolated item: the worker must not import
+        test modules it will never run, but it walks the same arguments as the parent."""
+        if self.keep is None or collection_path in self.keep:
+            return None  # pytest's own rules (--ignore, norecursedirs, ...) still apply
+        if any(collection_path in kept.parents for kept in self.keep):
+            return None  # a directory on the way to an isolated file
         return True
 
     @pytest.hookimpl(trylast=True)
@@ -96,9 +130,15 @@ def _exit_now() -> None:
 
 def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
     """``setup``: {"option_dict", "args" (the parent's, for plugins, rootdir and initial conftests),
-    "paths" (files to collect, or None: wait for the parent's ``collect`` message)}."""
+    "invocation_dir" (the parent's, which relative arguments and ini discovery start from),
+    "paths" (files holding isolated items, [ALL_FILES], or None: wait for the ``collect`` message)}."""
     from _pytest.config import Config  # the constructor pytest documents as "usable for subprocesses"
 
+    invocation_dir = setup.get("invocation_dir")
+    if invocation_dir:
+        # fromdictargs takes the invocation directory from the cwd; a replacement worker may be
+        # spawned after a test changed the parent's cwd, so set it to where the session started.
+        os.chdir(invocation_dir)
     config = Config.fromdictargs(setup["option_dict"], list(setup["args"]))
     paths = setup.get("paths")
     config.pluginmanager.register(WorkerSession(channel, config, paths), "fd_isolation_worker_session")

@@ -42,12 +42,23 @@ FD_INCLUDE_MUTANTS_HELP = (
     "(xfail) when it reports only expected codes, and the session fails unless every mutant reports "
     "exactly its expected codes."
 )
+FD_CASES_FILE_HELP = (
+    "certify only the cases named in FILE (one name per line, # comments), as `fd-conformance changed "
+    "--output FILE` writes it; an unknown name is a usage error, an empty file selects no case (every suite "
+    "test skips: nothing to certify)."
+)
+FD_DEVICE_HELP = (
+    "which rows to collect: all (default; cuda rows skip without a GPU), cpu (host-emulated graphs), "
+    "cuda (real graphs) or auto (cuda when a GPU is visible, else cpu)."
+)
 RUNTIME_CHOICES = ("auto", "torch", "paddle")
+DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
 MIN_CYCLES = 2  # growth is measured between cycles, so one cycle cannot show it
 DEVICES = ("cpu", "cuda")
 
 CASES_KEY = pytest.StashKey["list[ModelCase] | None"]()
+DEVICES_KEY = pytest.StashKey["tuple[str, ...]"]()
 CYCLES_KEY = pytest.StashKey[int]()
 SESSION_KEY = pytest.StashKey["ConformanceSession"]()
 LEDGER_KEY = pytest.StashKey["GpuLedger"]()
@@ -69,6 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fd-cycles", default=str(DEFAULT_CYCLES), metavar="N", help=FD_CYCLES_HELP)
     group.addoption("--fd-report", default=None, metavar="DIR", help=FD_REPORT_HELP)
     group.addoption("--fd-include-mutants", action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
+    group.addoption("--fd-cases-file", default=None, metavar="FILE", help=FD_CASES_FILE_HELP)
+    group.addoption("--fd-device", default="all", metavar="ROWS", help=FD_DEVICE_HELP)
 
 
 def validate_runtime(value: str) -> str:
@@ -93,6 +106,19 @@ def validate_cycles(value: str) -> int:
     return cycles
 
 
+def resolve_devices(value: str) -> tuple[str, ...]:
+    """--fd-device: the device rows to collect; "auto" asks the machine (without a framework import)."""
+    if value not in DEVICE_CHOICES:
+        raise pytest.UsageError(f"--fd-device {value!r} is not one of {', '.join(DEVICE_CHOICES)}; fix: pass one of them")
+    if value == "all":
+        return DEVICES
+    if value == "auto":
+        from fd_conformance.devices import visible_gpu_count
+
+        return ("cuda",) if visible_gpu_count() > 0 else ("cpu",)
+    return (value,)
+
+
 def validate_report_dir(value: str | None) -> str | None:
     """--fd-report: a directory (created when missing), not an existing file."""
     if value is None:
@@ -111,12 +137,20 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
     from fd_conformance.errors import UsageError
     from fd_conformance.runtime import installed_runtimes
 
+    cases_file: str | None = config.getoption("--fd-cases-file")
     try:
+        selection = None
+        if cases_file is not None:
+            from fd_conformance.changed import read_selection
+
+            selection = read_selection(cases_file)
         cases = select_cases(
             config.getoption("--fd-model"),
             runtime=config.getoption("--fd-runtime"),
             include_mutants=config.getoption("--fd-include-mutants"),
             installed_runtimes=installed_runtimes(),
+            selection=selection,
+            selection_source=f"--fd-cases-file {cases_file}",
         )
     except UsageError as err:
         raise pytest.UsageError(str(err)) from None
@@ -139,6 +173,7 @@ def pytest_configure(config: pytest.Config) -> None:
     validate_runtime(config.getoption("--fd-runtime"))
     config.stash[CYCLES_KEY] = validate_cycles(config.getoption("--fd-cycles"))
     validate_report_dir(config.getoption("--fd-report"))
+    config.stash[DEVICES_KEY] = resolve_devices(config.getoption("--fd-device"))
     config.stash[CASES_KEY] = None
     # Results are gathered where reports converge: the xdist controller, never an xdist worker or
     # an isolation worker (whose reports the isolating parent replays into its own session).
@@ -146,8 +181,8 @@ def pytest_configure(config: pytest.Config) -> None:
         session = ConformanceSession(config)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "fd-conformance-session")
-    if config.getoption("--fd-model"):
-        load_session_cases(config)  # fail fast, before collection, on a bad spec
+    if config.getoption("--fd-model") or config.getoption("--fd-cases-file") is not None:
+        load_session_cases(config)  # fail fast, before collection, on a bad spec or cases file
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -182,11 +217,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     cases = load_session_cases(metafunc.config)
     params = []
     for case in cases:
-        for device in DEVICES:
+        for device in metafunc.config.stash[DEVICES_KEY]:
             marks = [pytest.mark.gpu] if device == "cuda" else []
             params.append(pytest.param(case, device, id=f"{case.name}-{device}", marks=marks))
     if not params:
-        params = [pytest.param(None, "cpu", id="no-cases", marks=pytest.mark.skip(reason="no model cases selected (see --fd-model/--fd-runtime)"))]
+        params = [pytest.param(None, "cpu", id="no-cases", marks=pytest.mark.skip(reason=no_cases_reason(metafunc.config)))]
     metafunc.parametrize(("fd_case", "fd_device"), params)
 
 
@@ -200,6 +235,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+def no_cases_reason(config: pytest.Config) -> str:
+    """Why a suite test has no case to run: an empty cases file is a deliberate "nothing to certify"."""
+    cases_file = config.getoption("--fd-cases-file")
+    if cases_file is not None:
+        from fd_conformance.changed import read_selection
+
+        if not read_selection(cases_file):
+            return f"nothing to certify: --fd-cases-file {cases_file} selects no case"
+    return "no model cases selected (see --fd-model/--fd-runtime/--fd-cases-file)"
 
 
 # --- fixtures the suites use ------------------------------------------------------------------
@@ -260,6 +306,28 @@ def check_name(item: pytest.Item) -> str:
 # --- reporting ----------------------------------------------------------------------------------
 
 
+def _case_of(item: pytest.Item) -> ModelCase | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("fd_case") if callspec is not None else None
+
+
+def case_properties(item: pytest.Item) -> list[tuple[str, object]]:
+    """The conformance-matrix keys of a suite test (case, device, check, expected codes), as
+    ``user_properties`` pairs; [] for any other test. Public because whoever makes a suite test's
+    deciding report (this plugin, or the isolation parent for a hung or crashed worker) must attach
+    the same keys, or the check vanishes from the matrix and conformance.json."""
+    case = _case_of(item)
+    if case is None:
+        return []
+    callspec = getattr(item, "callspec")
+    return [
+        (PROP_PREFIX + "case", case.name),
+        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
+        (PROP_PREFIX + "check", check_name(item)),
+        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
+    ]
+
+
 def _is_final(report: pytest.TestReport) -> bool:
     """The report that decides a test's outcome: the call, or a setup that did not pass."""
     return report.when == "call" or (report.when == "setup" and not report.passed)
@@ -269,18 +337,15 @@ def _is_final(report: pytest.TestReport) -> bool:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("fd_case") if callspec is not None else None
-    if case is None or not _is_final(report):
+    if not _is_final(report):
         return
     # Added at the deciding report (not at setup: a skip mark fires before any setup hook of ours),
     # to the item too, so JUnit XML writes them as <property> elements.
-    props: list[tuple[str, object]] = [
-        (PROP_PREFIX + "case", case.name),
-        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
-        (PROP_PREFIX + "check", check_name(item)),
-        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
-    ]
+    props = case_properties(item)
+    if not props:
+        return
+    case = _case_of(item)
+    assert case is not None  # case_properties returned keys, so the item has a case
     info = item.stash.get(RUNTIME_INFO_KEY, None)
     if info is not None:
         props.extend((PROP_PREFIX + k, v) for k, v in info.items())

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fd_conformance.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
+from fd_conformance.changed import read_selection
+from fd_conformance.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
 
 RUN_HELP = "run the conformance suites over the bundled reference models (or --model ones) and write reports"
 MODEL_HELP = "model case spec, module:attr or path/to/file.py:attr (repeatable); default: every installed good case"
@@ -27,14 +28,21 @@ WORKERS_HELP = "pytest-xdist workers (one GPU each on a GPU host); default: no x
 OUT_HELP = "directory for conformance.json, junit.xml, certificate.md and pytest.log (default: ./fd-conformance-report)"
 CYCLES_HELP = "weight-update cycles for the weight-cycle check (default 5)"
 MUTANTS_HELP = "also run the bundled mutants; passes only if each reports exactly its expected findings"
-DEVICE_HELP = "which rows to run: cpu (host-emulated graphs), cuda (real graphs) or all (default; cuda skips without a GPU)"
+DEVICE_HELP = (
+    "which rows to run: auto (default: cuda when a GPU is visible, else cpu), cpu (host-emulated graphs), "
+    "cuda (real graphs) or all (both; cuda rows skip without a GPU)"
+)
+CASES_FILE_HELP = (
+    "certify only the cases named in FILE (one per line, as `fd-conformance changed --output FILE` writes); "
+    "an unknown name exits 2, an empty file exits 0 with an empty report (nothing to certify)"
+)
 VERBOSE_HELP = "stream pytest's own output instead of saving it to OUT/pytest.log"
 PYTEST_ARGS_HELP = "extra pytest arguments after --, e.g. -- -x -k protocol"
 
 DEFAULT_OUT = "fd-conformance-report"
-DEVICE_CHOICES = ("all", "cpu", "cuda")
-SUITE_DIR = Path(__file__).resolve().parent / "suite"
+DEVICE_CHOICES = ("auto", "all", "cpu", "cuda")
 PYTEST_USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR, without importing pytest here
+EMPTY_JUNIT = '<?xml version="1.0" encoding="utf-8"?>\n<testsuites><testsuite name="fd-conformance" tests="0" errors="0" failures="0" skipped="0" /></testsuites>\n'
 
 
 def positive_int(option: str, minimum: int) -> Any:
@@ -61,25 +69,34 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=OUT_HELP)
     parser.add_argument("--cycles", type=positive_int("--cycles", 2), default=5, metavar="K", help=CYCLES_HELP)
     parser.add_argument("--include-mutants", action="store_true", help=MUTANTS_HELP)
-    parser.add_argument("--device", default="all", choices=DEVICE_CHOICES, help=DEVICE_HELP)
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help=DEVICE_HELP)
+    parser.add_argument("--cases-file", default=None, metavar="FILE", help=CASES_FILE_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help=PYTEST_ARGS_HELP)
     parser.set_defaults(func=run)
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` made concrete here, so the command, the log and the matrix agree on the rows run."""
+    if device != "auto":
+        return device
+    from fd_conformance.devices import visible_gpu_count
+
+    return "cuda" if visible_gpu_count() > 0 else "cpu"
+
+
 def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
     """The pytest invocation. Options use ``--opt=value``: pytest reads a bare value after an
-    option it does not know yet (plugin options) as a path when it picks the rootdir."""
-    # A fixed rootdir (the suite package) gives the same test ids wherever the user stands, so the
-    # isolation worker re-collecting by id finds the parent's tests from any cwd.
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q", f"--rootdir={SUITE_DIR}"]
+    option it does not know yet (plugin options) as a path when it looks for an ini file, so
+    ``--fd-report DIR`` could pick up an ini file above DIR."""
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q"]
     cmd += [f"--fd-model={absolute_spec(spec)}" for spec in args.model]
     cmd += [f"--fd-runtime={args.runtime}", f"--fd-cycles={args.cycles}", f"--fd-report={out}", f"--junitxml={out / 'junit.xml'}"]
+    cmd.append(f"--fd-device={resolve_device(args.device)}")
+    if args.cases_file is not None:
+        cmd.append(f"--fd-cases-file={Path(args.cases_file).resolve()}")
     if args.include_mutants:
         cmd.append("--fd-include-mutants")
-    if args.device != "all":
-        # The plugin marks exactly the cuda rows `gpu`, so a marker (not -k on names) picks rows.
-        cmd += ["-m", "gpu" if args.device == "cuda" else "not gpu"]
     if args.workers:
         cmd += ["-n", str(args.workers)]
     return cmd + list(args.pytest_args)
@@ -94,6 +111,11 @@ def absolute_spec(spec: str) -> str:
 
 
 def _validate(args: argparse.Namespace, out: Path) -> None:
+    """What can be checked without starting pytest, so it fails in milliseconds with our option names."""
+    from fd_conformance.runtime import installed_runtimes
+
+    if args.runtime != "auto" and args.runtime not in installed_runtimes():
+        raise UsageError(f"--runtime {args.runtime} is not installed", f"pip install 'fd-conformance[{args.runtime}]' or use --runtime auto")
     if args.workers and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
     if out.exists() and not out.is_dir():
@@ -111,9 +133,12 @@ def _usage_line(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     _validate(args, out)
+    selection = read_selection(args.cases_file) if args.cases_file is not None else None
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "conformance.json"
     json_path.unlink(missing_ok=True)  # a stale document must never pass for this run's result
+    if selection == []:
+        return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
     env = dict(os.environ)
     # module:attr specs name modules relative to where the user stands, as `python -m` would.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
@@ -134,6 +159,23 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     document = json.loads(json_path.read_text(encoding="utf-8"))
     return report_run(document, out)
+
+
+def report_nothing_to_certify(cases_file: Path, out: Path, expect_mutants: bool) -> int:
+    """An empty selection (the change touches no model) is a success, not a usage error: CI must
+    pass a PR that changes no model. The reports are still written, valid and empty, with the
+    reason in the certificate, so a workflow that posts or uploads them never finds them missing."""
+    from fd_conformance.report import CERTIFICATE_NAME, write_reports
+
+    write_reports(out, [], expect_mutants)
+    reason = f"Nothing to certify: the cases file `{cases_file}` selects no model case."
+    with (out / CERTIFICATE_NAME).open("a", encoding="utf-8") as certificate:
+        certificate.write(f"\n{reason}\n")
+    (out / "junit.xml").write_text(EMPTY_JUNIT, encoding="utf-8")
+    print(f"fd-conformance: PASS (nothing to certify: {cases_file} selects no case)")
+    for name in ("conformance.json", "junit.xml", "certificate.md"):
+        print(f"  {out / name}")
+    return EXIT_OK
 
 
 def report_run(document: dict[str, Any], out: Path) -> int:

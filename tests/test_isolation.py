@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -261,3 +263,78 @@ def test_gpu_spare_holds_no_cuda_context() -> None:
         assert spared.worker is not None and spared.spare is not None
         assert spared.worker.probe()["cuda_initialized"] is True
         assert spared.spare.probe()["cuda_initialized"] is False
+
+
+# --- the pytest-mode worker collects exactly what its parent collected ---------------------------
+
+# A test package installed somewhere else than where pytest runs, as fd_conformance.suite is in
+# site-packages: `pytest --pyargs` names its tests relative to the package, not to the rootdir.
+ISOLATED_MODULE = '''
+import os
+import pytest
+
+with open(os.environ["FDC_IMPORT_LOG"], "a") as log:
+    log.write("isolated imported in %d\\n" % os.getpid())
+
+
+@pytest.mark.isolated
+def test_runs_in_worker():
+    assert os.environ.get("FD_CONFORMANCE_ISOLATION_WORKER") == "1"
+'''
+PLAIN_MODULE = '''
+import os
+
+with open(os.environ["FDC_IMPORT_LOG"], "a") as log:
+    log.write("plain imported in %d\\n" % os.getpid())
+
+
+def test_runs_in_parent():
+    assert os.environ.get("FD_CONFORMANCE_ISOLATION_WORKER") is None
+'''
+
+
+def _pyargs_session(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], list[str], Path]:
+    site = tmp_path / "site"
+    package = site / "fdc_pyargs_suite"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "test_isolated.py").write_text(ISOLATED_MODULE)
+    (package / "test_plain.py").write_text(PLAIN_MODULE)
+    cwd = tmp_path / "elsewhere"  # no ini file, no conftest: the rootdir is this directory
+    cwd.mkdir()
+    log = tmp_path / "imports.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+           "FDC_IMPORT_LOG": str(log), "FD_CONFORMANCE_GPU": "0"}
+    env.pop("FD_CONFORMANCE_ISOLATION_WORKER", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "fdc_pyargs_suite", "-p", "no:cacheprovider", "-q", *options],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
+    return proc, log.read_text().splitlines() if log.exists() else [], cwd
+
+
+def test_pyargs_suite_from_another_directory_runs_in_the_worker(tmp_path: Path) -> None:
+    """Regression: the worker collected the files themselves and named the tests "::test_x", so
+    every isolated test failed with "was not collected in the isolation worker"."""
+    results = tmp_path / "results.jsonl"
+    # Space form on purpose: "--fd-results FILE" puts FILE among the rootdir/ini candidates.
+    report = tmp_path / "report"
+    proc, imports, _ = _pyargs_session(tmp_path, "--fd-results", str(results), "--fd-report", str(report))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (report / "conformance.json").is_file()
+    assert "2 passed" in proc.stdout
+    assert "was not collected" not in proc.stdout
+    (record,) = [r for r in read_results(results) if r["nodeid"].endswith("test_runs_in_worker")]
+    assert record["outcome"] == "passed" and record["isolated"] is True
+    assert record["worker_pid"] != 0
+    # The worker imports only the file holding isolated items: the plain module once (parent),
+    # the isolated one twice (parent, worker).
+    assert sum(line.startswith("plain imported") for line in imports) == 1, imports
+    assert sum(line.startswith("isolated imported") for line in imports) == 2, imports
+
+
+def test_isolate_all_collects_the_parents_arguments_in_the_worker(tmp_path: Path) -> None:
+    proc, imports, _ = _pyargs_session(tmp_path, "--fd-isolate", "all", "-k", "runs_in_worker")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 1 deselected" in proc.stdout
+    assert sum(line.startswith("isolated imported") for line in imports) == 2, imports

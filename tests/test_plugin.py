@@ -272,3 +272,124 @@ def test_no_gpu_leaves_workerinput_alone(monkeypatch: pytest.MonkeyPatch) -> Non
     worker = SimpleNamespace(config=config, gateway=SimpleNamespace(id="gw0"), workerinput={})
     plugin.pytest_configure_node(worker)
     assert WORKERINPUT_KEY not in worker.workerinput
+
+
+# --- case_properties: one source of the matrix keys ----------------------------------------------
+
+MATRIX_TEST = """
+import pytest
+
+@pytest.mark.conformance("clear")
+def test_clear_check(fd_case, fd_device):
+    pass
+
+def test_unrelated():
+    pass
+"""
+
+
+def test_case_properties_are_the_matrix_keys(pytester: pytest.Pytester, cases_file: Path) -> None:
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:MUTANT", "--fd-device=cpu")
+    by_name = {item.name: item for item in items}
+    assert plugin.case_properties(by_name["test_clear_check[mut-cpu]"]) == [
+        ("fd_case", "mut"), ("fd_device", "cpu"), ("fd_check", "clear"), ("fd_expected", "FDC301")
+    ]
+    assert plugin.case_properties(by_name["test_unrelated"]) == []
+
+
+def test_isolation_uses_the_plugins_case_properties() -> None:
+    """The isolation parent's HANG/crash reports must carry exactly the plugin's keys."""
+    from fd_conformance import isolation_plugin
+
+    assert isolation_plugin.case_properties is plugin.case_properties
+    assert not hasattr(isolation_plugin, "_case_properties")
+
+
+# --- --fd-cases-file -------------------------------------------------------------------------------
+
+
+def _selection(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "selection.txt"
+    path.write_text(text)
+    return path
+
+
+def test_cases_file_keeps_only_named_cases(pytester: pytest.Pytester, cases_file: Path, tmp_path: Path) -> None:
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    selection = _selection(tmp_path, "# from fd-conformance changed\nother\n")
+    items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:LIST", f"--fd-cases-file={selection}", "--fd-device=all")
+    assert sorted(i.name for i in items if i.name.startswith("test_clear")) == ["test_clear_check[other-cpu]", "test_clear_check[other-cuda]"]
+
+
+def test_empty_cases_file_is_nothing_to_certify(pytester: pytest.Pytester, cases_file: Path, tmp_path: Path) -> None:
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    selection = _selection(tmp_path, "# no model changed\n\n")
+    report = tmp_path / "report"
+    result = pytester.runpytest(f"--fd-model={cases_file}:LIST", "--fd-cases-file", str(selection), f"--fd-report={report}", "-rs")
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([f"*nothing to certify: --fd-cases-file {selection} selects no case*"])
+    import json
+
+    assert json.loads((report / "conformance.json").read_text())["cases"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nope\n", "ERROR: --fd-cases-file {file} names unknown case(s) 'nope'; fix: regenerate it with `fd-conformance changed` or use one of: good, other"),
+        ("good other\n", "ERROR: cases file {file} line 1: 'good other' is not one case name; fix: write one case name per line (comments start with #)"),
+    ],
+)
+def test_bad_cases_file_is_one_line_usage_error(pytester: pytest.Pytester, cases_file: Path, tmp_path: Path, text: str, message: str) -> None:
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    selection = _selection(tmp_path, text)
+    result = pytester.runpytest(f"--fd-model={cases_file}:LIST", f"--fd-cases-file={selection}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.strip()] == [message.format(file=selection)]
+
+
+def test_missing_cases_file_is_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    result = pytester.runpytest(f"--fd-cases-file={tmp_path / 'missing.txt'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(line.startswith("ERROR: cannot read cases file") and "fix:" in line for line in result.errlines)
+
+
+def test_selection_is_matched_before_the_runtime_filter(cases_file: Path) -> None:
+    """A named case whose framework is not installed here is not run, but it is not "unknown" either."""
+    spec = f"{cases_file}:"
+    chosen = select_cases([spec + "LIST", spec + "PADDLE"], installed_runtimes=("torch",), selection=["pd", "other"])
+    assert [c.name for c in chosen] == ["other"]
+    with pytest.raises(UsageError, match=r"FILE names unknown case\(s\) 'mut'"):
+        select_cases([spec + "LIST"], selection=["mut"], selection_source="FILE")
+
+
+# --- --fd-device ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "gpu", "rows"), [
+    ("all", "0", ("cpu", "cuda")), ("auto", "0", ("cpu",)), ("auto", "1", ("cuda",)), ("cpu", "1", ("cpu",)), ("cuda", "0", ("cuda",)),
+])
+def test_device_rows(monkeypatch: pytest.MonkeyPatch, value: str, gpu: str, rows: tuple[str, ...]) -> None:
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", gpu)
+    assert plugin.resolve_devices(value) == rows
+
+
+def test_device_option_parametrizes_only_those_rows(pytester: pytest.Pytester, cases_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
+    pytester.makepyfile(test_m=MATRIX_TEST)
+    items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:GOOD", "--fd-device=auto")
+    assert sorted(i.name for i in items) == ["test_clear_check[good-cpu]", "test_unrelated"]
+    result = pytester.runpytest("--fd-device=gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(line.startswith("ERROR: --fd-device 'gpu' is not one of all, auto, cpu, cuda; fix") for line in result.errlines)
+
+
+def test_runtime_not_installed_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fd_conformance.runtime as runtimes
+
+    monkeypatch.setattr(runtimes, "installed_runtimes", lambda: ["torch"])
+    with pytest.raises(pytest.UsageError, match=r"--fd-runtime 'paddle' is not installed; fix: pip install 'fd-conformance\[paddle\]'"):
+        plugin.validate_runtime("paddle")

@@ -212,3 +212,84 @@ def test_pytest_command_uses_equals_forms_and_absolute_file_specs(tmp_path: Path
     cmd = pytest_command(args, tmp_path)
     assert f"--fd-model={Path('m.py').resolve()}:X" in cmd and "--fd-model=pkg.mod:Y" in cmd
     assert f"--fd-report={tmp_path}" in cmd and "--fd-include-mutants" in cmd and cmd[-2:] == ["-n", "2"]
+
+
+# --- --cases-file, --device auto, usage errors checked before pytest starts -----------------------
+
+
+def test_cases_file_certifies_only_the_selection_on_auto_device(model_dir: Path) -> None:
+    """Also from a directory without ini file and without --rootdir: the isolation worker must
+    collect the suite the way the parent did (it used to report "was not collected")."""
+    selection = model_dir / "selection.txt"
+    selection.write_text("# written by fd-conformance changed\ntiny_external\n")
+    out = model_dir / "report"
+    proc = run_cli(
+        model_dir, "--model", "author_models.tiny:CASE", "--model", "author_models.tiny:BROKEN",
+        "--cases-file", "selection.txt", "--out", str(out), "--", "-k", "protocol",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads((out / "conformance.json").read_text())
+    jsonschema.validate(document, load_schema())
+    # auto on a machine without GPU: cpu rows only, no "cuda n/a not-run" row; graphs named.
+    assert [(c["name"], c["device"], c["graphs"]) for c in document["cases"]] == [("tiny_external", "cpu", "host-emulated")]
+    assert document["results"][0]["outcome"] == "passed"
+    assert "host-emulated" in (out / "certificate.md").read_text()
+
+
+def test_empty_cases_file_is_nothing_to_certify(model_dir: Path) -> None:
+    selection = model_dir / "selection.txt"
+    selection.write_text("# no model changed\n")
+    out = model_dir / "report"
+    (out).mkdir()
+    (out / "conformance.json").write_text("{}")  # stale: must be replaced
+    proc = run_cli(model_dir, "--cases-file", str(selection), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"nothing to certify: {selection} selects no case" in proc.stdout
+    document = json.loads((out / "conformance.json").read_text())
+    jsonschema.validate(document, load_schema())
+    assert document["cases"] == [] and document["exit_code"] == 0
+    assert "Nothing to certify" in (out / "certificate.md").read_text()
+    assert 'tests="0"' in (out / "junit.xml").read_text()
+    assert not (out / "pytest.log").exists()  # decided without starting pytest
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read cases file"),
+        ("tiny_externall\n", "names unknown case(s) 'tiny_externall'; fix: regenerate it with `fd-conformance changed` or use one of: tiny_external"),
+        ("two names\n", "line 1: 'two names' is not one case name"),
+    ],
+)
+def test_bad_cases_file_exits_2_with_one_line(model_dir: Path, content: str | None, message: str) -> None:
+    selection = model_dir / "selection.txt"
+    if content is not None:
+        selection.write_text(content)
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--cases-file", str(selection), "--out", str(model_dir / "r"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert message in line and "fix:" in line
+
+
+def test_runtime_not_installed_exits_2_before_pytest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import fd_conformance.runtime as runtimes
+    from fd_conformance.cli import main
+
+    monkeypatch.setattr(runtimes, "installed_runtimes", lambda: ["torch"])
+    assert main(["run", "--runtime", "paddle", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--runtime paddle is not installed; fix: pip install 'fd-conformance[paddle]' or use --runtime auto" in err
+    assert "\n" not in err and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("device", "gpu", "expected"), [("auto", "0", "cpu"), ("auto", "1", "cuda"), ("all", "0", "all"), ("cuda", "0", "cuda")])
+def test_device_auto_resolves_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, gpu: str, expected: str) -> None:
+    from fd_conformance.cli import build_parser
+    from fd_conformance.run_cli import pytest_command
+
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", gpu)
+    cmd = pytest_command(build_parser().parse_args(["run", "--device", device]), tmp_path)
+    assert f"--fd-device={expected}" in cmd
+    assert not any(arg.startswith("--rootdir") for arg in cmd)
+    assert "gpu" not in cmd and "not gpu" not in cmd  # rows come from --fd-device, leaving -m to the user
+    assert build_parser().parse_args(["run"]).device == "auto"
