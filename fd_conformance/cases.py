@@ -81,6 +81,9 @@ class ModelCase:
     # The config suite property-tests the post-processor; without one it skips with that reason.
     config_postprocessor: Callable[[Any], Any] | None = None
     config_builder: Callable[[Any], Any] | None = None
+    # Matrix columns this case is certified on; None means all. A config-only mutant names
+    # {"config"} so its good model underneath is not re-certified by every other check.
+    checks: frozenset[str] | None = None
 
     @property
     def module(self) -> str:

@@ -228,6 +228,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from fd_conformance.devices import no_gpu_reason
 
+    for item in items:
+        case = _case_of(item)
+        if case is not None and case.checks is not None and check_name(item) not in case.checks:
+            item.add_marker(pytest.mark.skip(reason=f"{case.name} is certified on {', '.join(sorted(case.checks))} only"))
     reason = no_gpu_reason()
     if reason is None:
         return

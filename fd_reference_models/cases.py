@@ -125,6 +125,7 @@ def config_mutant_cases(base: ModelCase) -> list[ModelCase]:
             name=CONFIG_MUTANT_PREFIX + name.replace("_", "-"),
             config_postprocessor=postprocessor,
             expected_findings=frozenset({code}),
+            checks=frozenset({"config"}),
             description=f"config post-processor mutant: {CONFIG_MUTANT_DEFECTS[name]}",
         )
         for name, (postprocessor, code) in config.MUTANTS.items()
