@@ -135,6 +135,19 @@ def test_allocate_avoiding_retries_only_on_the_avoided_address() -> None:
     assert len(made) == 1  # no retry when the first buffer is already elsewhere
 
 
+def test_unlucky_block_is_poisoned_before_it_is_dropped() -> None:
+    """The block handed back at the old address already holds the NEW weights; a stale graph
+    reading it would be right by accident (seen on the H200) unless it is poisoned first."""
+    import torch
+
+    rt = torch_cpu_runtime()
+    blocks = [torch.full((4,), 2.0), torch.full((4,), 2.0)]
+    handed = iter(blocks)
+    fresh = allocate_avoiding(lambda: next(handed), lambda t: t.data_ptr(), blocks[0].data_ptr(), rt._poison)
+    assert fresh is blocks[1] and torch.equal(fresh, torch.full((4,), 2.0))
+    assert torch.isnan(blocks[0]).all(), "the unlucky block kept the new values: a stale graph would read them"
+
+
 def test_group_create_shutdown_recreate(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
     owns_world = not dist.is_initialized()  # another test may have left a world group behind
     tp, ep = rt.new_group("tp"), rt.new_group("ep")

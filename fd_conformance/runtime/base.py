@@ -189,17 +189,20 @@ StorageT = TypeVar("StorageT")
 
 
 def allocate_avoiding(make: Callable[[], StorageT], address_of: Callable[[StorageT], int],
-                      avoid: int | None) -> StorageT:
+                      avoid: int | None, poison: Callable[[StorageT], None] = lambda _: None) -> StorageT:
     """``make()`` a new buffer whose address is not ``avoid``.
 
     Real reloads land at new addresses (that is what makes stale graphs wrong); an allocator may
     hand the just-freed block straight back, which would hide a stale graph by luck. The unlucky
-    block is kept alive while a second one is made, so the move is deterministic.
+    block is kept alive while a second one is made, so the move is deterministic, and poisoned
+    before it is dropped: it already holds the NEW values, and a stale graph still reading that
+    address would otherwise compute the right answer by accident (seen on the H200).
     """
     fresh = make()
     if avoid is not None and address_of(fresh) == avoid:
         unlucky = fresh
         fresh = make()
+        poison(unlucky)
         del unlucky
     return fresh
 
@@ -306,7 +309,7 @@ class Runtime(abc.ABC):
         if released is None:  # restored without our release (or never released): avoid where it is now
             released = ReleasedParam(self.address(param), self._placement(param))
         fresh = allocate_avoiding(lambda: self._new_storage(value, param, released.placement, name),
-                                  self.address, released.address)
+                                  self.address, released.address, self._poison)
         self._install_storage(param, fresh)
         address = self.address(param)
         if self.is_released(param) or (address != 0 and address == released.address):
@@ -328,6 +331,9 @@ class Runtime(abc.ABC):
     def _new_storage(self, value: Any, like: Any, placement: Any, name: str) -> Any:
         """A new tensor shaped and typed like ``like`` on ``placement`` holding a COPY of ``value``
         (never ``value`` itself: the caller may keep using it); rejects a shape mismatch."""
+
+    def _poison(self, tensor: Any) -> None:
+        """Overwrite a buffer about to be freed so stale reads of it are visibly wrong (NaN)."""
 
     @abc.abstractmethod
     def _install_storage(self, param: Any, fresh: Any) -> None:

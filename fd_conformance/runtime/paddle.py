@@ -316,6 +316,11 @@ class PaddleRuntime(Runtime):
             raise ValueError(f"restore {name or 'parameter'}: shape {list(new.shape)} != {list(like.shape)}")
         return new
 
+    def _poison(self, tensor: Any) -> None:
+        # Paddle's fill_ rejects NaN; 1e4 is finite in every float dtype and far from real weights.
+        with self._paddle.no_grad():
+            tensor.fill_(1.0e4 if tensor.is_floating_point() else 0)
+
     def _install_storage(self, param: Any, fresh: Any) -> None:
         with self._paddle.no_grad():
             fresh._share_buffer_to(param)

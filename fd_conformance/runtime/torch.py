@@ -203,6 +203,10 @@ class TorchRuntime(Runtime):
             fresh.copy_(value)
         return fresh
 
+    def _poison(self, tensor: Any) -> None:
+        with torch.no_grad():
+            tensor.fill_(float("nan") if tensor.is_floating_point() else 0)
+
     def _install_storage(self, param: Any, fresh: Any) -> None:
         with torch.no_grad():
             param.data = fresh  # same Parameter object, NEW storage
