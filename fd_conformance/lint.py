@@ -21,9 +21,11 @@ import dataclasses
 import fnmatch
 import functools
 import gc
+import io
 import os
 import re
 import sys
+import tokenize
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +42,10 @@ if TYPE_CHECKING:
 MIN_PARALLEL_FILES = 400
 FORMAT_HELP = "output format: text (path:line:col: CODE message), json, sarif (2.1.0), github (workflow annotations)"
 CONFIG_HELP = "TOML file with lint settings (default: [tool.fd-conformance.lint] of the nearest pyproject.toml)"
-FIX_HELP = "rewrite legacy clear_grpah_opt_backend definitions and calls to the canonical name, keeping an alias"
+FIX_HELP = ("rewrite legacy clear_grpah_opt_backend definitions to the canonical name, keeping an alias, and "
+            "self.clear_grpah_opt_backend() calls in the classes so renamed")
+FIX_CALLS_HELP = ("with --fix: also rename calls on other receivers (self.model.clear_grpah_opt_backend()); only "
+                  "safe when every callee has the canonical name, which a static pass cannot check")
 OUTPUT_HELP = "write the report to FILE instead of stdout (e.g. a .sarif file for upload)"
 CONTEXT_HELP = ("project root in which base classes of the given files are looked up (default: nearest "
                 "pyproject.toml or .git above them); findings are still reported for the given files only")
@@ -112,8 +117,12 @@ class _Call:
 # --------------------------------------------------------------------------- helpers
 @functools.lru_cache(maxsize=65536)
 def near_miss(name: str) -> str | None:
-    """The clear spelling ``name`` is a typo of (edit distance 1..2), or None. Cached: names repeat."""
-    if abs(len(name) - len(CANONICAL)) > 2 or name in (CANONICAL, LEGACY):
+    """The clear spelling ``name`` is a typo of (edit distance 1..2), or None. Cached: names repeat.
+
+    Leading/trailing underscores are ignored for the exact-match test: ``_clear_graph_opt_backend``
+    is a private helper spelled right, not a typo (same rule as :mod:`fd_conformance.protocol`).
+    """
+    if abs(len(name) - len(CANONICAL)) > 2 or name.strip("_") in (CANONICAL, LEGACY):
         return None
     for target in (CANONICAL, LEGACY):
         if _within_two(name, target):
@@ -212,11 +221,18 @@ def _line_numbers(source: str, positions: list[int]) -> list[int]:
     return lines
 
 
+def source_lines(source: str) -> list[str]:
+    """Lines numbered as ast numbers them. ``str.splitlines`` also breaks at \\x0c, \\x1c-\\x1e,
+    \\x85, \\u2028 and \\u2029, which Python's tokenizer treats as ordinary characters, so every
+    line after one would be off by one (noqa on the wrong line, columns from the wrong text)."""
+    return source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def _noqa_map(source: str) -> dict[int, frozenset[str]]:
     result: dict[int, frozenset[str]] = {}
     if "noqa" not in source and "NOQA" not in source:
         return result
-    for lineno, line in enumerate(source.splitlines(), 1):
+    for lineno, line in enumerate(source_lines(source), 1):
         m = _NOQA.search(line)
         if m:
             result[lineno] = frozenset(c.strip().upper() for c in m.group("codes").split(","))
@@ -354,6 +370,7 @@ class _Scanner:
     def _call(self, node: ast.Call, calls: list[_Call] | None, guards: tuple[ast.expr, ...],
               branches: tuple[tuple[int, int], ...]) -> None:
         func = node.func
+        helper = False
         if isinstance(func, ast.Attribute):
             name, receiver = func.attr, func.value
             # Point at the method name, where --fix edits and where a reader looks.
@@ -362,6 +379,7 @@ class _Scanner:
             # A helper like clear_graphs_of(self.draft) clears graphs of its first argument.
             receiver = node.args[0] if node.args else None
             name, line, col = func.id, func.lineno, func.col_offset
+            helper = True
         else:
             return
         self._check_spelling(name, "call", line, col, None)
@@ -370,7 +388,7 @@ class _Scanner:
         if name in self.clear:
             calls.append(_Call("clear", name, line, col, branches))
             if receiver is not None:
-                self._guard_rule(name, receiver, guards, line, col)
+                self._guard_rule(node, helper, receiver, guards, line, col)
         elif name in self.release:
             calls.append(_Call("release", name, line, col, branches))
 
@@ -398,7 +416,7 @@ class _Scanner:
                     break
 
     # -- FDC102
-    def _guard_rule(self, name: str, receiver: ast.expr, guards: tuple[ast.expr, ...],
+    def _guard_rule(self, call: ast.Call, helper: bool, receiver: ast.expr, guards: tuple[ast.expr, ...],
                     line: int, col: int) -> None:
         chain = list(_receiver_names(receiver))
         draft = next((n for n in chain if _matches(n, self.cfg.draft_receivers)), None)
@@ -409,11 +427,21 @@ class _Scanner:
         if main and not any(_matches(n, self.cfg.draft_flags) for n in mentioned):
             self._add(
                 "FDC102",
-                f"draft graphs ({'.'.join(reversed(chain))}.{name}()) are cleared only when the main "
+                f"draft graphs ({_call_as_written(call, helper)}) are cleared only when the main "
                 f"model's flag {main[0]} is on; with it off and the draft's graphs on they leak",
                 "guard the draft clear by the draft's own flag (e.g. draft_model_use_cudagraph), not the main one",
                 self._loc(line, col),
             )
+
+
+def _call_as_written(call: ast.Call, helper: bool) -> str:
+    """The clear call as the source spells it, for messages: ``self.draft.clear()`` for a method,
+    ``clear_graphs_of(self.draft)`` for a helper (its first argument is the receiver); other
+    arguments are elided, since only the receiver matters to the rule."""
+    if helper:
+        more = ", ..." if len(call.args) + len(call.keywords) > 1 else ""
+        return f"{ast.unparse(call.func)}({ast.unparse(call.args[0])}{more})"
+    return f"{ast.unparse(call.func)}()"
 
 
 def _any_within(lines: list[int], first: int, last: int) -> bool:
@@ -430,7 +458,7 @@ def _exclusive(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -
 # --------------------------------------------------------------------------- files and runs
 def scan_source(source: str, path: str, config: LintConfig) -> FileScan:
     """Scan one file's text (never imported). A syntax error becomes an FDC100 finding."""
-    lines = source.splitlines()
+    lines = source_lines(source)
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as err:
@@ -448,12 +476,16 @@ def scan_source(source: str, path: str, config: LintConfig) -> FileScan:
 
 
 def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> Iterator[Path]:
-    """Given files as-is; directories walked for ``*.py`` (hidden and cache dirs skipped), sorted."""
+    """Given files as-is; directories walked for ``*.py`` (hidden and cache dirs skipped), sorted.
+
+    ``exclude`` applies to named files too (ruff's force-exclude): pre-commit names each changed
+    file, and a deliberately defective file must not fail the hook that its directory run skips.
+    """
     for path in paths:
-        if not path.exists():
-            raise UsageError(f"path {path} does not exist", "pass existing files or directories to fd-conformance lint")
+        require_exists(path)
         if path.is_file():
-            yield path
+            if not config.exclude or not _matches(_display(path, root), config.exclude):
+                yield path
             continue
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
@@ -463,6 +495,12 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
                     full = Path(dirpath, filename)
                     if not config.exclude or not _matches(_display(full, root), config.exclude):
                         yield full
+
+
+def require_exists(path: Path) -> None:
+    """UsageError for a lint argument that names nothing (a typo must not lint zero files quietly)."""
+    if not path.exists():
+        raise UsageError(f"path {path} does not exist", "pass existing files or directories to fd-conformance lint")
 
 
 def display_path(path: Path, root: Path) -> str:
@@ -476,13 +514,23 @@ def display_path(path: Path, root: Path) -> str:
 _display = display_path  # the name lint_fix and older callers use
 
 
+def read_source(file: Path) -> tuple[str, str]:
+    """(text, encoding) of a Python file, decoded as Python would: a UTF-8 BOM or a PEP 263
+    ``coding`` cookie decides (``utf-8-sig`` when there is a BOM, so writing back keeps it).
+    Raises OSError, SyntaxError (bad cookie) or UnicodeDecodeError."""
+    data = file.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding), encoding
+
+
 def read_and_scan(file: Path, shown: str, config: LintConfig) -> FileScan:
-    """Read one file (UTF-8) and scan it; an unreadable file becomes an FDC100 finding."""
+    """Read one file (its declared encoding, UTF-8 by default) and scan it; an unreadable file
+    becomes an FDC100 finding."""
     try:
-        source = file.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        source, _ = read_source(file)
+    except (OSError, SyntaxError, UnicodeDecodeError, LookupError) as err:
         scan = FileScan(shown)
-        scan.findings.append(make_finding("FDC100", f"cannot read: {err}", "make the file readable UTF-8",
+        scan.findings.append(make_finding("FDC100", f"cannot read: {err}", "make the file readable text in UTF-8 or its declared coding",
                                           Location(path=shown, line=1, col=1)))
         return scan
     return scan_source(source, shown, config)
@@ -569,28 +617,33 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig,
         for info in scan.classes:
             by_name.setdefault(info.name, []).append(info)
     wrapper_bases = frozenset(config.wrapper_bases)
-    memo: dict[str, tuple[bool, bool]] = {}
+    # Keyed by class identity, not name: ``class XForCausalLM(a.XForCausalLM)`` names its own
+    # name as a base, and the base is the *other* definition, which must still be searched.
+    memo: dict[int, tuple[bool, bool]] = {}
 
-    def lineage(info: ClassInfo, visiting: frozenset[str]) -> tuple[bool, bool]:
-        """(provides clear, descends from a wrapper base), own or through scanned ancestors."""
-        provides, descends = info.provides_clear, False
+    def lineage(info: ClassInfo, visiting: frozenset[int]) -> tuple[bool, bool, bool]:
+        """(provides clear, descends from a wrapper base, complete), own or through scanned
+        ancestors. ``complete`` is False when a cycle cut the search short: such a partial
+        answer is not memoized, so it cannot stand in for the full one later."""
+        if id(info) in memo:
+            return (*memo[id(info)], True)
+        provides, descends, complete = info.provides_clear, False, True
+        inside = visiting | {id(info)}
         for base in info.bases:
             descends |= base in wrapper_bases
-            if base in visiting:  # a cycle (or same-name shadowing): nothing more to learn
-                continue
-            p, d = by_base(base, visiting)
-            provides, descends = provides | p, descends | d
-        return provides, descends
-
-    def by_base(name: str, visiting: frozenset[str]) -> tuple[bool, bool]:
-        # Same-named classes in several files: any of them may be the one imported, so union them.
-        if name not in memo:
-            result = (False, False)
-            for info in by_name.get(name, ()):
-                p, d = lineage(info, visiting | {name})
-                result = (result[0] | p, result[1] | d)
-            memo[name] = result
-        return memo[name]
+            # Same-named classes in several files: any of them may be the one imported, so union
+            # them; only a class already on the path (a cycle, or the class itself) is skipped.
+            for candidate in by_name.get(base, ()):
+                if candidate is info:
+                    continue  # a class is never its own base: skipping it loses nothing
+                if id(candidate) in visiting:
+                    complete = False  # a real cycle through other classes: cut it here
+                    continue
+                p, d, c = lineage(candidate, inside)
+                provides, descends, complete = provides | p, descends | d, complete and c
+        if complete:
+            memo[id(info)] = (provides, descends)
+        return provides, descends, complete
 
     for name, infos in by_name.items():
         for info in infos:
@@ -598,7 +651,7 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig,
                 continue  # a context class: lends inheritance, is not being linted
             if info.abstract or name in wrapper_bases or _matches(name, config.exclude_classes):
                 continue
-            provides, descends = lineage(info, frozenset({name}))
+            provides, descends, _ = lineage(info, frozenset())
             if provides:
                 continue
             if info.registered or descends or _matches(name, config.wrapper_patterns):
@@ -666,6 +719,7 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     parser.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help=CONFIG_HELP)
     parser.add_argument("--fix", action="store_true", help=FIX_HELP)
+    parser.add_argument("--fix-calls", action="store_true", help=FIX_CALLS_HELP)
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help=OUTPUT_HELP)
     parser.add_argument("--context", type=Path, default=None, metavar="DIR", help=CONTEXT_HELP)
     parser.add_argument("--no-context", action="store_true", help=NO_CONTEXT_HELP)
@@ -688,14 +742,24 @@ def run_cli(args: argparse.Namespace) -> int:
     """args -> exit code: 0 clean (warnings allowed), 1 error-level findings; UsageError -> 2 upstream."""
     from fd_conformance.lint_output import render
 
+    # Every usage error must surface before --fix touches a file: a rejected command line that
+    # rewrote sources anyway leaves the user with edits they never confirmed.
     config = load_config(Path(args.paths[0]), args.config)
+    if args.context is not None and args.no_context:
+        raise UsageError("--context and --no-context contradict each other", "pass only one of them")
+    if args.context is not None and not args.context.is_dir():
+        raise UsageError(f"context {args.context} is not a directory", "pass the project root to --context")
+    for path in args.paths:
+        require_exists(Path(path))
+    if args.fix_calls and not args.fix:
+        raise UsageError("--fix-calls only extends --fix", "add --fix, or drop --fix-calls")
+    if args.output is not None and args.output.is_dir():
+        raise UsageError(f"cannot write {args.output}: it is a directory", "pass a file path to --output")
     if args.fix:
         from fd_conformance.lint_fix import fix_paths
 
-        for changed in fix_paths(args.paths, config):
+        for changed in fix_paths(args.paths, config, rename_calls=args.fix_calls):
             print(f"fixed {changed}", file=sys.stderr)
-    if args.context is not None and args.no_context:
-        raise UsageError("--context and --no-context contradict each other", "pass only one of them")
     result = lint_paths(args.paths, config, context=args.context, use_context=not args.no_context, jobs=args.jobs)
     text = render(result, args.format)
     if args.output is not None:

@@ -8,13 +8,20 @@ parent table is shared with the pytest plugin; an unknown key *inside* it is a u
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Severity
+
+# tomllib is 3.11+; requires-python is >=3.10, where the same parser ships as tomli (a dependency
+# there, see pyproject.toml). The sys.version_info test is what type checkers understand.
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 CANONICAL = "clear_graph_opt_backend"
 LEGACY = "clear_grpah_opt_backend"

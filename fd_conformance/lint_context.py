@@ -89,17 +89,25 @@ def _reportable(info: ClassInfo, config: LintConfig) -> bool:
                 or any(fnmatch.fnmatchcase(info.name, p) for p in config.exclude_classes))
 
 
-def _locally_provides(info: ClassInfo, by_name: dict[str, list[ClassInfo]], seen: set[str]) -> bool:
+def _locally_provides(info: ClassInfo, by_name: dict[str, list[ClassInfo]], seen: set[int]) -> bool:
     """True when the class clears graphs through classes already known: nothing outside can change
-    that (more definitions only add), so its unresolved bases need no search."""
+    that (more definitions only add), so its unresolved bases need no search. ``seen`` holds class
+    identities: a class named like its base (``class X(a.X)``) is not its own ancestor."""
     if info.provides_clear:
         return True
     for base in info.bases:
-        if base not in seen:
-            seen.add(base)
-            if any(_locally_provides(b, by_name, seen) for b in by_name.get(base, ())):
-                return True
+        for candidate in by_name.get(base, ()):
+            if id(candidate) not in seen:
+                seen.add(id(candidate))
+                if _locally_provides(candidate, by_name, seen):
+                    return True
     return False
+
+
+def _resolved(name: str, by_name: dict[str, list[ClassInfo]]) -> bool:
+    """Is a definition of ``name`` known that can be the base? One that lists its own name among
+    its bases (``class X(a.X)``) is a subclass of the real one, which lives elsewhere."""
+    return any(name not in info.bases for info in by_name.get(name, ()))
 
 
 def resolve_context(scans: Sequence[FileScan], files: Sequence[Path], config: LintConfig, root: Path,
@@ -111,7 +119,7 @@ def resolve_context(scans: Sequence[FileScan], files: Sequence[Path], config: Li
         for info in scan.classes:
             by_name.setdefault(info.name, []).append(info)
     roots = [info for scan in scans for info in scan.classes
-             if _reportable(info, config) and not _locally_provides(info, by_name, {info.name})]
+             if _reportable(info, config) and not _locally_provides(info, by_name, {id(info)})]
     loaded: list[FileScan] = []
     loaded_paths: set[Path] = set()
     visited: set[str] = set()
@@ -121,7 +129,7 @@ def resolve_context(scans: Sequence[FileScan], files: Sequence[Path], config: Li
         if name in visited:
             continue
         visited.add(name)
-        if name not in by_name:  # unresolved here: parse the files that may define it
+        if not _resolved(name, by_name):  # unresolved here: parse the files that may define it
             for file in index.files_defining(name):
                 if file not in loaded_paths:
                     loaded_paths.add(file)

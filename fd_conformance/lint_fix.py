@@ -3,8 +3,15 @@
 Both spellings are 23 characters, so a rename is a same-width token swap: columns, formatting
 and comments stay untouched. Each renamed *definition* gets an alias line right after its body
 (``clear_grpah_opt_backend = clear_graph_opt_backend``) so code outside the tree that still
-calls the old name keeps working. Calls are renamed only when the scanned paths define the
-method themselves (otherwise the callee is third-party code that may only have the old name).
+calls the old name keeps working.
+
+Calls are renamed per callee, not per tree: a static pass cannot know what ``self.model`` is,
+and renaming ``self.model.clear_grpah_opt_backend()`` when the inner object (e.g. FastDeploy's
+``GraphOptWrapper``) only has the legacy name turns a working call into an AttributeError. So
+by default only ``self.clear_grpah_opt_backend()`` inside a class whose own definition this pass
+renamed is rewritten (that class now has both names). ``super().`` calls are left alone: they
+reach a base class this pass may not have touched. ``--fix-calls`` (``rename_calls=True``)
+renames every call, for trees where the user knows every callee has the canonical name.
 A second run finds nothing to do (idempotent). ``# noqa: FDC002`` lines are left alone.
 """
 
@@ -16,14 +23,15 @@ import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 
-from fd_conformance.lint import _noqa_map, iter_python_files
+from fd_conformance.lint import _noqa_map, iter_python_files, read_source
 from fd_conformance.lint_config import CANONICAL, LEGACY, LintConfig
 
 ALIAS_COMMENT = "# legacy alias kept by fd-conformance lint --fix"
 
 
-def fix_source(source: str, rename_calls: bool) -> str:
-    """Return ``source`` with legacy definitions (plus alias) and, optionally, calls renamed."""
+def fix_source(source: str, rename_calls: bool = False) -> str:
+    """Return ``source`` with legacy definitions renamed (plus alias), ``self.`` calls in the
+    renamed classes renamed, and, with ``rename_calls``, every other call too."""
     if LEGACY not in source:
         return source
     try:
@@ -38,7 +46,9 @@ def fix_source(source: str, rename_calls: bool) -> str:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == LEGACY
     }
     has_canonical = _scopes_defining_canonical(tree)
-    lines = source.splitlines(keepends=True)
+    # Lines as tokenize numbers them (str.splitlines also breaks at \x0c, \u2028, ...).
+    lines = io.StringIO(source).readlines()
+    self_calls = _self_calls_in_renamed_classes(tree, lines, has_canonical, suppressed)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     renames: list[tuple[int, int]] = []
     aliases: list[tuple[int, str]] = []  # (insert after this 1-based line, text)
@@ -57,7 +67,7 @@ def fix_source(source: str, rename_calls: bool) -> str:
             indent = lines[node.lineno - 1][: node.col_offset]
             end = node.end_lineno or node.lineno
             aliases.append((end, f"{indent}{LEGACY} = {CANONICAL}  {ALIAS_COMMENT}{newline}"))
-        elif nxt == "(" and rename_calls:
+        elif nxt == "(" and (rename_calls or tok.start in self_calls):
             renames.append(tok.start)
     if not renames:
         return source
@@ -69,6 +79,41 @@ def fix_source(source: str, rename_calls: bool) -> str:
             lines[-1] += newline
         lines.insert(after, text)
     return "".join(lines)
+
+
+def _self_calls_in_renamed_classes(tree: ast.Module, lines: list[str], blocked: set[int],
+                                   suppressed: set[int]) -> set[tuple[int, int]]:
+    """(row, char col) of ``self.<legacy>(...)`` name tokens inside classes whose legacy def this
+    pass renames: after the rename that class has both names, so the call cannot break."""
+    found: set[tuple[int, int]] = set()
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef) or not any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == LEGACY
+            and id(n) not in blocked and n.lineno not in suppressed
+            for n in cls.body
+        ):
+            continue
+        for node in _walk_own_scope(cls):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (isinstance(func, ast.Attribute) and func.attr == LEGACY and isinstance(func.value, ast.Name)
+                    and func.value.id == "self" and func.end_lineno is not None
+                    and func.end_col_offset is not None):
+                row = func.end_lineno
+                # ast columns are UTF-8 byte offsets, tokenize's are characters.
+                byte_col = func.end_col_offset - len(LEGACY)
+                found.add((row, len(lines[row - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))))
+    return found
+
+
+def _walk_own_scope(cls: ast.ClassDef) -> list[ast.AST]:
+    """Nodes of a class body, not descending into nested classes (their ``self`` is another)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(cls.body)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.ClassDef))
+    return out
 
 
 def _scopes_defining_canonical(tree: ast.Module) -> set[int]:
@@ -85,21 +130,19 @@ def _scopes_defining_canonical(tree: ast.Module) -> set[int]:
     return blocked
 
 
-def fix_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None) -> list[Path]:
-    """Rewrite files in place; returns the files that changed."""
+def fix_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None, *,
+              rename_calls: bool = False) -> list[Path]:
+    """Rewrite files in place (same encoding, BOM kept); returns the files that changed.
+    ``rename_calls``: also rename calls on other receivers (``--fix-calls``, see module doc)."""
     root = (root or Path.cwd()).resolve()
-    files = list(iter_python_files([Path(p) for p in paths], config, root))
-    sources: dict[Path, str] = {}
-    for file in files:
-        try:
-            sources[file] = file.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue  # the lint pass reports it as FDC100
-    defined_here = any(f"def {LEGACY}" in s or f"def {CANONICAL}" in s for s in sources.values())
     changed: list[Path] = []
-    for file, source in sources.items():
-        fixed = fix_source(source, rename_calls=defined_here)
+    for file in iter_python_files([Path(p) for p in paths], config, root):
+        try:
+            source, encoding = read_source(file)
+        except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
+            continue  # the lint pass reports it as FDC100
+        fixed = fix_source(source, rename_calls=rename_calls)
         if fixed != source:
-            file.write_bytes(fixed.encode("utf-8"))
+            file.write_bytes(fixed.encode(encoding))
             changed.append(file)
     return changed

@@ -6,7 +6,9 @@ Kept apart from the rules so a new consumer (another CI, an editor) is one funct
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from fd_conformance import __version__
 from fd_conformance.findings import RULES, Finding, Severity
@@ -84,7 +86,7 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": f.location.path or "", "uriBaseId": "%SRCROOT%"},
+                        "artifactLocation": _artifact_location(f.location.path or ""),
                         "region": {"startLine": f.location.line or 1, "startColumn": f.location.col or 1},
                     }
                 }
@@ -104,6 +106,16 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
             }
         ],
     }
+
+
+def _artifact_location(path: str) -> dict[str, str]:
+    """SARIF artifactLocation: a percent-encoded URI relative to %SRCROOT% for files under the
+    working directory; an absolute ``file://`` URI (no base) for any other file, since a base plus
+    an absolute or ``..`` path is no URI a viewer (GitHub code scanning) can place."""
+    posix = Path(path)
+    if posix.is_absolute() or ".." in posix.parts:
+        return {"uri": posix.resolve().as_uri()}
+    return {"uri": quote(posix.as_posix()), "uriBaseId": "%SRCROOT%"}
 
 
 def _escape_data(text: str) -> str:
