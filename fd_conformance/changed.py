@@ -209,6 +209,12 @@ class _ModuleSource:
     import_time: set[str] = field(default_factory=set)
     by_function: dict[str, set[str]] = field(default_factory=dict)
     names_used: dict[str, set[str]] = field(default_factory=dict)  # function -> names it reads
+    # Module-level data a factory may dispatch through (``BUILDERS = {"glm": partial(_glm, 4)}``):
+    # bound name -> names its assignments read, so a reached table leads to the functions it holds.
+    assigned: dict[str, set[str]] = field(default_factory=dict)
+    # Names bound at module level by anything else (for-loop targets, augmented assignments,
+    # ``with ... as``): what they hold is not read here, so reaching one follows the whole module.
+    opaque: set[str] = field(default_factory=set)
 
 
 def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> str | None:
@@ -264,7 +270,34 @@ def _scan_module(module: str, path: str, is_package: bool, tree: ast.Module) -> 
             for inner in ast.walk(node):
                 if isinstance(inner, (ast.Import, ast.ImportFrom)):
                     source.import_time |= _imported_names(module, is_package, inner)
+            _scan_binding(source, node)
     return source
+
+
+def _base_name(target: ast.expr) -> str | None:
+    """``X`` of ``X``, ``X[k]``, ``X.attr``: the module-level name an assignment fills."""
+    while isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _scan_binding(source: _ModuleSource, node: ast.stmt) -> None:
+    """Record which names a module-level assignment reads, per name it binds."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        read = {inner.id for inner in ast.walk(node.value) if isinstance(inner, ast.Name)} if node.value else set()
+        for target in targets:
+            for part in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                name = _base_name(part)
+                if name is not None:
+                    source.assigned.setdefault(name, set()).update(read)
+    elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.If, ast.Try)):
+        # Bindings whose value this analysis does not trace: reaching them is conservative.
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.Name, ast.Subscript, ast.Attribute)) and isinstance(inner.ctx, ast.Store):
+                name = _base_name(inner)  # ``TABLE[k] = fn`` in a loop fills TABLE
+                if name is not None:
+                    source.opaque.add(name)
 
 
 @dataclass
@@ -312,12 +345,21 @@ class ImportGraph:
         if src is None or entry not in src.by_function:
             return None
         reached = {entry}
+        seen = {entry}
         todo = [entry]
         while todo:
-            for name in src.names_used.get(todo.pop(), set()):
-                if name in src.by_function and name not in reached:
-                    reached.add(name)
+            current = todo.pop()
+            # A function reads names; a module-level table (``BUILDERS = {"glm": _glm}``) reads
+            # the names its assignments hold: follow both, so dispatch through data is followed.
+            used = src.names_used[current] if current in src.by_function else src.assigned.get(current, set())
+            for name in used - seen:
+                if name in src.opaque:
+                    return None  # bound by code this analysis does not trace: follow the module
+                if name in src.by_function or name in src.assigned:
+                    seen.add(name)
                     todo.append(name)
+                    if name in src.by_function:
+                        reached.add(name)
         return frozenset(reached)
 
 

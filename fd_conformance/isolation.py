@@ -53,8 +53,12 @@ __all__ = [
 STACK_DUMP_WAIT_S = 0.8  # faulthandler writes synchronously in the signal handler; this is slack
 NATIVE_DUMP_WAIT_S = 1.5  # py-spy attach + unwind; measured ~0.15 s on CPython without torch
 TERM_GRACE_S = 0.3  # a hung child rarely honours SIGTERM; do not wait long for it
-STARTUP_TIMEOUT_S = 120.0
-SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)  # spawn + imports + (pytest mode) collection of the isolated files
+KILL_WAIT_S = 2.0  # reaping after SIGKILL; instant unless the kernel is busy (e.g. freeing GPU memory)
+# Worst case from the deadline to the report, by construction; measured typical: under 3 s (bench/hang_latency.py).
+REPORT_BOUND_S = STACK_DUMP_WAIT_S + NATIVE_DUMP_WAIT_S + TERM_GRACE_S + KILL_WAIT_S
+STARTUP_TIMEOUT_S = 120.0  # spawn + imports + (pytest mode) collection of the isolated files
+SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)
+START_FAILURES_TO_GIVE_UP = 2  # consecutive workers that never got ready: the environment is broken
 LOG_TAIL_CHARS = 4000
 
 Status = Literal["done", "hang", "crash"]
@@ -183,6 +187,7 @@ class WorkerProcess:
             daemon=True,
         )
         self.spawned_at = time.monotonic()
+        self.startup_from = self.spawned_at  # the startup deadline's origin; reset by collect()
         self.spawned_epoch = time.time()
         self.process.start()
         child_conn.close()  # so EOF on our end means the child is gone
@@ -193,7 +198,11 @@ class WorkerProcess:
         self.requests = 0  # how many requests it served: a spare that served none holds no CUDA context
 
     def collect(self, paths: list[str]) -> None:
-        """Tell a worker spawned with ``paths=None`` what to collect (pytest mode)."""
+        """Tell a worker spawned with ``paths=None`` what to collect (pytest mode).
+
+        The startup deadline restarts here: the time the parent spent collecting before it knew
+        the paths is not the worker's, and a long collection would otherwise use up its budget."""
+        self.startup_from = time.monotonic()
         try:
             self.conn.send(("collect", list(paths)))
         except OSError:  # died while starting: wait_ready reports why
@@ -203,7 +212,7 @@ class WorkerProcess:
         """Block until the worker's ``ready`` (bounded); a worker that cannot start is an error."""
         if self.ready:
             return
-        remaining = max(0.0, self.spawned_at + self.startup_timeout - time.monotonic())
+        remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
         ready = wait([self.conn, self.process.sentinel], remaining)
         message: tuple[Any, ...] | None = None
         if self.conn in ready:
@@ -370,7 +379,7 @@ class WorkerProcess:
             self.process.join(TERM_GRACE_S)
         if self.process.is_alive():
             self.process.kill()
-            self.process.join(2.0)
+            self.process.join(KILL_WAIT_S)
         self.conn.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -446,6 +455,8 @@ class Watchdog:
         self.spare: WorkerProcess | None = None
         self.started_workers = 0
         self.promoted_spares = 0
+        self.start_failures = 0  # consecutive workers that never got ready
+        self.first_start_error = ""  # the first of them: the cause shown for every later request
 
     def _spawn(self) -> WorkerProcess:
         self.started_workers += 1
@@ -495,11 +506,18 @@ class Watchdog:
 
     def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
         waiting = time.monotonic()
+        if self.start_failures >= START_FAILURES_TO_GIVE_UP:
+            # Every later worker would fail the same way, each after up to STARTUP_TIMEOUT_S:
+            # fail the remaining requests now, with the first error as their cause.
+            return self._start_failed(self.first_start_error)
         try:
             worker = self.ensure_worker()
         except WorkerStartError as err:
             self.worker = None
-            return RunResult("crash", 0, 0.0, cause=f"isolation worker failed to start: {str(err).splitlines()[0]}", log_tail=str(err))
+            self.start_failures += 1
+            self.first_start_error = self.first_start_error or str(err)
+            return self._start_failed(str(err))
+        self.start_failures = 0
         waited = time.monotonic() - waiting
         # Fast checks never pay for a spare; one still running after spare_after_s (a slow check,
         # or a hang in the making) starts it, so it is warm by the time the watchdog fires.
@@ -510,6 +528,12 @@ class Watchdog:
             self.lost_workers += 1
             self.worker = None  # next request gets the warm spare, or a fresh process
         return result
+
+    def _start_failed(self, error: str) -> RunResult:
+        cause = f"isolation worker failed to start: {error.splitlines()[0]}"
+        if self.start_failures >= START_FAILURES_TO_GIVE_UP:
+            cause += f" ({self.start_failures} workers in a row; no further worker is started)"
+        return RunResult("crash", 0, 0.0, cause=cause, log_tail=error)
 
     def close(self) -> None:
         if self.spare is not None:

@@ -21,16 +21,20 @@ import os
 import pickle
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fd_conformance.errors import UsageError
-from fd_conformance.isolation import RunResult, Watchdog, validate_timeout
 from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record
-from fd_conformance.isolation_worker import WORKER_ENV
+from fd_conformance.isolation_worker import WORKER_ENV  # stdlib only at import time
 from fd_conformance.isolation_worker_pytest import ALL_FILES
 from fd_conformance.plugin import case_properties
+
+if TYPE_CHECKING:
+    # This plugin loads in every pytest session, most of which isolate nothing: the watchdog
+    # (multiprocessing, subprocess) is imported only where a worker or a timeout is needed.
+    from fd_conformance.isolation import RunResult, Watchdog
 
 ISOLATE_CHOICES = ("marked", "all", "off")
 ISOLATE_HELP = (
@@ -145,6 +149,8 @@ class IsolationController:
         )
 
     def _default_timeout(self) -> float:
+        from fd_conformance.isolation import validate_timeout
+
         own = self.config.getoption("fd_timeout", None)
         if own is not None:
             return validate_timeout(own, "--fd-timeout")
@@ -178,6 +184,8 @@ class IsolationController:
         self._prestart(paths=None)
 
     def _prestart(self, paths: list[str] | None) -> None:
+        from fd_conformance.isolation import Watchdog
+
         setup = self._worker_setup()
         setup["paths"] = paths
         self.watchdog = Watchdog("pytest", setup)
@@ -218,6 +226,8 @@ class IsolationController:
         self.watchdog.spares = self.spares if len(isolated) > 1 else 0
 
     def _item_timeout(self, item: pytest.Item) -> float:
+        from fd_conformance.isolation import validate_timeout
+
         for name, source in (("isolated", "@pytest.mark.isolated(timeout)"), ("timeout", "@pytest.mark.timeout")):
             value = _marker_timeout(item, name)
             if value is not None:
@@ -241,7 +251,9 @@ class IsolationController:
             "worker_wait_s": result.ready_wait_s,
         }
         if result.status == "done" and result.payload.get("outcome") == "failed":  # e.g. not collected there
-            reports = [_synthetic(item, "setup", str(result.payload.get("details", "")), [], result.duration)]
+            # The deciding report, made here: it carries the matrix keys like any other.
+            details = str(result.payload.get("details", ""))
+            reports = [_synthetic(item, "setup", details, case_properties(item), result.duration)]
         elif result.status != "done":
             reports = self._with_evidence(item, reports, result)
         if not any(r.when == "teardown" for r in reports):
@@ -253,6 +265,8 @@ class IsolationController:
 
     def _ensure_watchdog(self) -> Watchdog:
         if self.watchdog is None:  # e.g. items added after collection by another plugin
+            from fd_conformance.isolation import Watchdog
+
             setup = self._worker_setup()
             setup["paths"] = sorted(self.paths)
             self.watchdog = Watchdog("pytest", setup, spares=self.spares)
@@ -272,20 +286,22 @@ class IsolationController:
             details=text,
             findings=[finding.code],
         )
-        props = [(FINDINGS_PROP, json.dumps([finding.to_dict()]))]
         if result.payload.get("outcome") == "crash":  # worker retired itself after a complete, failed run
             for report in reports:
                 if report.failed:
-                    report.user_properties.extend(props)
+                    _add_finding(report, finding.to_dict())
                     report.sections.append(("fd-conformance isolation", text))
             return reports
         done = {r.when for r in reports}
-        in_flight = next(w for w in ("setup", "call", "teardown") if w not in done)
+        missing = [w for w in ("setup", "call", "teardown") if w not in done]
+        # All three reports arrived yet the worker went silent or died: it was still in pytest's
+        # post-teardown work (funcargs dropped, so the subject's graphs destroyed; a logfinish
+        # hook). That is the teardown's failure: its report is replaced by the evidence.
+        in_flight = missing[0] if missing else "teardown"
         kept = [r for r in reports if r.when != in_flight]
-        if in_flight != "teardown":  # this synthetic report decides the outcome: it carries the matrix keys
-            # A HANG or crash report is made here, in the parent: without the matrix keys the hung
-            # check would vanish from the matrix and conformance.json instead of showing FDC501/502.
-            props = case_properties(item) + props
+        # A HANG or crash report is made here, in the parent: without the matrix keys the hung
+        # check would vanish from the matrix and conformance.json instead of showing FDC501/502.
+        props: list[tuple[str, object]] = [*case_properties(item), (FINDINGS_PROP, json.dumps([finding.to_dict()]))]
         kept.append(_synthetic(item, in_flight, text, props, result.duration))
         return kept
 
@@ -308,6 +324,8 @@ class IsolationController:
             pass
         option_dict: dict[str, Any] = {}
         for key, value in {**vars(config.option), **overrides}.items():
+            if key == "file_or_dir":  # the positional arguments travel in "args"; as an option argparse warns
+                continue
             try:
                 pickle.dumps(value)
             except Exception:  # noqa: BLE001 - unpicklable plugin state stays in the parent
@@ -378,7 +396,21 @@ class IsolationController:
             self.log.close()
 
 
-def _synthetic(item: pytest.Item, when: str, text: str | None, props: list[tuple[str, str]], duration: float) -> pytest.TestReport:
+def _add_finding(report: pytest.TestReport, finding: dict[str, Any]) -> None:
+    """Merge ``finding`` into the report's findings list: a second ``fd_findings`` pair would
+    hide the check's own findings (``dict(user_properties)`` keeps the last one)."""
+    props = report.user_properties
+    index = next((i for i, (key, _) in enumerate(props) if key == FINDINGS_PROP), None)
+    if index is None:
+        props.append((FINDINGS_PROP, json.dumps([finding])))
+        return
+    merged = [*json.loads(str(props[index][1])), finding]
+    props[index] = (FINDINGS_PROP, json.dumps(merged))
+
+
+def _synthetic(
+    item: pytest.Item, when: str, text: str | None, props: list[tuple[str, object]], duration: float
+) -> pytest.TestReport:
     now = time.time()
     return pytest.TestReport(
         nodeid=item.nodeid,

@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -135,43 +134,15 @@ def latest_by_nodeid(records: Iterable[ResultRecord]) -> dict[str, ResultRecord]
     return latest
 
 
-def format_table(records: Iterable[ResultRecord]) -> str:
-    """Plain matrix used when fd_conformance.report (the rich formatter) is not available."""
-    rows = list(latest_by_nodeid(records).values())
-    counts = {outcome: 0 for outcome in OUTCOMES}
-    out: list[str] = []
-    width = max((len(r["nodeid"]) for r in rows), default=6)
-    out.append(f"{'test':<{width}}  {'outcome':<8} {'secs':>7}  findings")
-    for record in rows:
-        counts[record["outcome"]] += 1
-        findings = ",".join(record["findings"])
-        extra = f"  [{record['cause']}]" if record.get("cause") else ""
-        out.append(f"{record['nodeid']:<{width}}  {record['outcome']:<8} {record['duration']:>7.2f}  {findings}{extra}")
-    out.append(", ".join(f"{count} {outcome}" for outcome, count in counts.items() if count))
-    return "\n".join(out)
-
-
-def _iter_matrix(records: list[ResultRecord]) -> Iterator[str]:
-    try:  # the suites engineer's formatter, when present, renders the case x check matrix
-        from fd_conformance import report as rich_report  # type: ignore[attr-defined]
-
-        render = getattr(rich_report, "render_records", None)
-    except ImportError:
-        render = None
-    if render is not None:
-        yield str(render(records))
-    else:
-        yield format_table(records)
-
-
 REPORT_HELP = "rebuild the result matrix from a --fd-results JSONL file (works on a partial file)"
 REPORT_FILE_HELP = "the JSONL file written by pytest --fd-results"
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from fd_conformance.report import render_records  # the case x check matrix, shared with the suites
+
     records = read_results(args.file)
-    for chunk in _iter_matrix(records):
-        print(chunk)
+    print(render_records(records))
     latest = latest_by_nodeid(records).values()
     return EXIT_VIOLATIONS if any(r["outcome"] in BAD_OUTCOMES for r in latest) else EXIT_OK
 
@@ -181,8 +152,3 @@ def add_cli(subparsers: Any) -> None:
     parser = subparsers.add_parser("report", help=REPORT_HELP, description=REPORT_HELP)
     parser.add_argument("file", metavar="FILE", help=REPORT_FILE_HELP)
     parser.set_defaults(func=_run_report)
-
-
-def now() -> float:
-    return time.time()
-

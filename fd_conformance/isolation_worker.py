@@ -23,10 +23,10 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection  # annotations only: the parent's plugin imports this module
     from fd_conformance.runtime.base import EventBus, RuntimeEvent
 
 WORKER_ENV = "FD_CONFORMANCE_ISOLATION_WORKER"  # set in workers: the plugin must not isolate again

@@ -272,3 +272,48 @@ def test_apply_selection_keeps_case_order_and_rejects_unknown_names(cases: list[
     assert [c.name for c in apply_selection(cases, ["qwen", "llama"], "sel.txt")] == ["llama", "qwen"]
     with pytest.raises(UsageError, match=r"sel.txt names unknown case\(s\) 'lama'.*use one of: llama, qwen"):
         apply_selection(cases, ["lama"], "sel.txt")
+
+
+REGISTRY_CASES = (
+    "from functools import partial\n"
+    "from fd_conformance.cases import ModelCase\n\n"
+    "def _glm(runtime, layers):\n    from models.llama import build\n    return build()\n\n"
+    "def _vision(runtime):\n    from models.vision import encoder\n    return encoder()\n\n"
+    "BUILDERS = {'glm': partial(_glm, layers=2)}\n"
+    "EXTRA: dict = {}\n"
+    "EXTRA['vision'] = _vision\n\n"
+    "def glm(runtime):\n    return BUILDERS['glm'](runtime)\n\n"
+    "def vision(runtime):\n    return EXTRA['vision'](runtime)\n\n"
+    "def all_cases():\n"
+    "    return [ModelCase('glm', 'torch', glm, (4,)), ModelCase('vision-only', 'torch', vision, (4,))]\n"
+)
+
+
+def test_dispatch_through_a_module_level_registry_is_followed(repo: Path) -> None:
+    """``BUILDERS = {"glm": partial(_glm, ...)}``: the factory reads a table, not a function; the
+    functions the table holds must be followed, else a changed model selects nothing."""
+    write(repo, "registry_cases.py", REGISTRY_CASES)
+    commit_all(repo, "registry")
+    git(repo, "branch", "-f", "main")  # the registry is part of the base
+    cases = load_spec(f"{repo / 'registry_cases.py'}:all_cases")
+    assert select_after(repo, cases, {"models/vision.py": "def encoder():\n    return 2\n"}) == ("vision-only",)
+    # cumulative diff from the merge base: now shared.py (reached only through BUILDERS) changed too
+    assert select_after(repo, cases, {"models/shared.py": "def norm(x):\n    return 3 * x\n"}) == ("glm", "vision-only")
+
+
+def test_registry_filled_by_untraced_code_follows_the_whole_module(repo: Path) -> None:
+    """A table filled in a loop is not read statically: conservative, every lazy import counts."""
+    text = (
+        "from fd_conformance.cases import ModelCase\n\n"
+        "def _glm(runtime):\n    from models.llama import build\n    return build()\n\n"
+        "def _unused(runtime):\n    from models.vision import encoder\n    return encoder()\n\n"
+        "TABLE = {}\n"
+        "for fn in (_glm,):\n    TABLE[fn.__name__] = fn\n\n"
+        "def glm(runtime):\n    return TABLE['_glm'](runtime)\n\n"
+        "def all_cases():\n    return [ModelCase('glm', 'torch', glm, (4,))]\n"
+    )
+    write(repo, "loop_cases.py", text)
+    commit_all(repo, "loop registry")
+    git(repo, "branch", "-f", "main")
+    cases = load_spec(f"{repo / 'loop_cases.py'}:all_cases")
+    assert select_after(repo, cases, {"models/vision.py": "def encoder():\n    return 2\n"}) == ("glm",)
