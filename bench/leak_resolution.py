@@ -58,15 +58,21 @@ def main() -> None:
         subject = factory(runtime)
         graphs_on(subject)
         subject.eager_forward(subject.make_inputs(max(subject.wrapper.graph_opt_config.capture_sizes)))
-        deltas = [one_cycle(subject, runtime) for _ in range(args.cycles)]
+        try:
+            deltas = [one_cycle(subject, runtime) for _ in range(args.cycles)]
+        finally:
+            subject.runner.close()  # one communicator per subject otherwise stays open to the end
         print(f"{name:<22} {args.cycles:>6} {max(abs(a) for a, _ in deltas):>15} {max(abs(r) for _, r in deltas):>18}")
     if runtime.graphs_are_real:
         subject = FACTORIES["torch-glm4-moe"](runtime)
         graphs_on(subject)
         print(f"{'leak B':>10} {'d alloc B':>12} {'d reserved B':>13}  flagged at threshold")
-        for size in LEAK_SIZES:
-            alloc, reserved = one_cycle(subject, runtime, size)
-            print(f"{size:>10} {alloc:>12} {reserved:>13}  {'yes' if max(alloc, reserved) > resolution else 'no'}")
+        try:
+            for size in LEAK_SIZES:
+                alloc, reserved = one_cycle(subject, runtime, size)
+                print(f"{size:>10} {alloc:>12} {reserved:>13}  {'yes' if max(alloc, reserved) > resolution else 'no'}")
+        finally:
+            subject.runner.close()
 
 
 if __name__ == "__main__":

@@ -163,7 +163,8 @@ def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
     for name in ("cudagraph_capture_sizes", "cudagraph_capture_sizes_prefill"):
         sizes = getattr(v, name)
         problems = _size_problems(list(sizes)) if sizes is not None else []
-        if sizes is not None and not sizes and in_use is not None and in_use[0] == name:
+        # None (unset, not post-processed) captures nothing, exactly like []: same finding.
+        if not sizes and in_use is not None and in_use[0] == name:
             problems.append("empty while its graphs are on")
         if problems:
             findings.append(make_finding(

@@ -17,9 +17,11 @@ class defining a real body plus such a shim is consistent.
 
 from __future__ import annotations
 
+import ast
 import dis
 import inspect
 import sys
+import textwrap
 import types
 import warnings
 import weakref
@@ -127,28 +129,89 @@ def _other(spelling: str) -> str:
     return LEGACY if spelling == CANONICAL else CANONICAL
 
 
-def _is_self_shim(defn: _Definition) -> bool:
-    """True when the body reads ``self.<other spelling>``: it forwards, it does not define.
+# Opcodes a pure forwarding body may contain besides its one attribute load and call: bookkeeping
+# (RESUME, NOP, PUSH_NULL, ...), argument loads, the call itself under every CPython 3.9-3.14 name,
+# and the return. LOAD_FAST_BORROW is CPython 3.14's LOAD_FAST.
+_SHIM_RECEIVER_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK"})
+_SHIM_ATTR_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_SHIM_FILLER = frozenset({"RESUME", "NOP", "CACHE", "PUSH_NULL", "PRECALL", "KW_NAMES", "EXTENDED_ARG",
+                          "COPY_FREE_VARS", "NOT_TAKEN"})
+_SHIM_ARG_OPS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST",
+                           "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "LOAD_CONST", "LOAD_SMALL_INT",
+                           "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "LIST_EXTEND", "LIST_TO_TUPLE",
+                           "DICT_MERGE", "CALL_INTRINSIC_1"})
+_SHIM_CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX",
+                         "CALL_METHOD"})
+_SHIM_RETURNS = (("RETURN_VALUE",), ("POP_TOP", "RETURN_CONST"), ("POP_TOP", "LOAD_CONST", "RETURN_VALUE"))
 
-    Bytecode, not names: ``self.model.clear_grpah_opt_backend(...)`` (FastDeploy's wrapper
-    delegating to its inner model) is a real body, only ``self.<other>`` is a shim.
+
+def _is_self_shim(defn: _Definition) -> bool:
+    """True when the whole body is ``[return] self.<other spelling>(...)``: it forwards, it does not define.
+
+    Only the exact one-call shape counts: a body that clears the draft and THEN calls the other
+    spelling is a real definition (treating it as a shim would route calls past its own work and
+    leak the draft's graphs). ``self.model.clear_grpah_opt_backend(...)`` (FastDeploy's wrapper
+    delegating to its inner model) is a real body too. The AST decides when source is available;
+    bytecode of exactly load-self/load-attr/call/return decides otherwise.
     """
     func = defn.function
     code = getattr(func, "__code__", None)
     if code is None or code.co_argcount == 0 or isinstance(defn.entry, staticmethod):
         return False
     receiver = code.co_varnames[0]
-    previous: dis.Instruction | None = None
-    for instr in dis.get_instructions(code):
-        if (
-            previous is not None
-            and previous.opname == "LOAD_FAST"
-            and previous.argval == receiver
-            and instr.opname in ("LOAD_ATTR", "LOAD_METHOD")
-            and instr.argval == _other(defn.spelling)
-        ):
+    verdict = _ast_is_shim(func, receiver, _other(defn.spelling))
+    if verdict is not None:
+        return verdict
+    return _bytecode_is_shim(code, receiver, _other(defn.spelling))
+
+
+def _ast_is_shim(func: Any, receiver: str, target: str) -> bool | None:
+    """The AST verdict, or None when the source cannot be read or parsed (exec'd, lambdas, .pyc only)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if node is None or node.name != func.__name__:
+        return None
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)):
+        return False
+    call = body[0].value
+    if not isinstance(call, ast.Call):
+        return False
+    callee = call.func
+    if not (isinstance(callee, ast.Attribute) and callee.attr == target
+            and isinstance(callee.value, ast.Name) and callee.value.id == receiver):
+        return False
+    # Arguments are forwarded as they came: names and constants only, nothing that runs code.
+    args = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
+    args += [k.value for k in call.keywords]
+    return all(isinstance(a, (ast.Name, ast.Constant)) for a in args)
+
+
+def _bytecode_is_shim(code: types.CodeType, receiver: str, target: str) -> bool:
+    """Exactly: load receiver, load attribute ``target``, argument loads, one call, return."""
+    ops = [i for i in dis.get_instructions(code) if i.opname not in _SHIM_FILLER]
+    if len(ops) < 3:
+        return False
+    load_self, load_attr = ops[0], ops[1]
+    if load_self.opname not in _SHIM_RECEIVER_LOADS or load_self.argval != receiver:
+        return False
+    if load_attr.opname not in _SHIM_ATTR_LOADS or load_attr.argval != target:
+        return False
+    rest = [i.opname for i in ops[2:]]
+    for tail in _SHIM_RETURNS:
+        if tuple(rest[-len(tail):]) != tail:
+            continue
+        middle = rest[: -len(tail)]
+        if not middle or middle[-1] not in _SHIM_CALLS:
+            continue
+        if all(op in _SHIM_ARG_OPS for op in middle[:-1]):
             return True
-        previous = instr
     return False
 
 
@@ -176,6 +239,27 @@ def _resolve(cls: type) -> _Definition | None:
             if not _is_self_shim(defn):
                 return defn
     return first  # only shims: return the nearest, the call will show the recursion
+
+
+def _called_from(defn: _Definition, frame: types.FrameType | None) -> bool:
+    """True when ``frame`` runs ``defn``'s own body (the definition reaching for the other name)."""
+    code = getattr(defn.function, "__code__", None)
+    return frame is not None and code is not None and frame.f_code is code
+
+
+def _inherited_original(cls: type, spelling: str) -> _Definition | None:
+    """The real entry plain Python would find under ``spelling`` had no alias been installed.
+
+    A class's pure alias is skipped; an aliased class contributes the entry it had before.
+    """
+    for klass in cls.__mro__:
+        entry = klass.__dict__.get(spelling)
+        if isinstance(entry, _GraphOptDispatch):
+            entry = entry.original
+        if entry is None:
+            continue
+        return _Definition(klass, spelling, entry)
+    return None
 
 
 def _plain_lookup(cls: type, spelling: str) -> _Definition | None:
@@ -208,6 +292,14 @@ class _GraphOptDispatch:
         defn = _resolve(cls)
         if defn is None:  # pragma: no cover - installation refuses classes without a definition
             raise AttributeError(f"{cls.__qualname__} has no {CANONICAL}() under either spelling")
+        if defn.spelling != self.spelling and _called_from(defn, sys._getframe(1)):
+            # The winning body itself calls the other spelling on self (clear the draft, then
+            # ``self.clear_grpah_opt_backend()`` for the base's main graphs): it means what plain
+            # Python gave it, the inherited method under that name. Routing it back to itself
+            # would recurse; routing it to itself silently would skip the base's work.
+            defn = _inherited_original(cls, self.spelling)
+            if defn is None:
+                raise AttributeError(f"{cls.__qualname__} has no {self.spelling}() to call besides the alias")
         if defn.spelling == LEGACY:
             _warn_legacy_class(defn.owner, stacklevel=2)
         elif self.spelling == LEGACY:
@@ -349,11 +441,17 @@ def _levenshtein(a: str, b: str, limit: int) -> int:
 
 
 def _near_misses(obj: object) -> list[str]:
+    """Names within edit distance of a spelling that are not one of them (typos, wrong case).
+
+    Underscore-wrapped spellings (``_clear_graph_opt_backend``, ``__clear_grpah_opt_backend``) are
+    deliberate private helpers, not typos: flagging them as FDC004 errors would be a false alarm.
+    """
     names = set(dir(obj if isinstance(obj, type) else type(obj)))
     names.update(getattr(obj, "__dict__", {}) if not isinstance(obj, type) else ())
     return sorted(
         n for n in names
         if n not in SPELLINGS
+        and n.strip("_") not in SPELLINGS
         and any(_levenshtein(n, s, NEAR_MISS_MAX_DISTANCE) <= NEAR_MISS_MAX_DISTANCE for s in SPELLINGS)
     )
 

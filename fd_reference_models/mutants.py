@@ -7,8 +7,8 @@ codes the suites must report (the case in :mod:`fd_reference_models.cases` carri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK
 from fd_reference_models.graph_opt import graph_opt_backend

@@ -95,10 +95,11 @@ class ReferenceModelRunner:
 
     def _clear_graphs(self) -> None:
         # The draft's graphs captured main-model weights (shared embedding/lm_head) and the group,
-        # so they go first; each model is cleared whenever it has graphs, whatever the other flag.
-        if self.draft is not None and self.draft_model_use_cudagraph:
+        # so they go first; each model is cleared whenever it HAS graphs, whatever the flags say
+        # now: a flag turned off after capture must not strand the graphs captured under it.
+        if self.draft is not None and (self.draft_model_use_cudagraph or self.draft.model.graphs()):
             clear_graphs_of(self.draft)
-        if self.use_cudagraph:
+        if self.use_cudagraph or self.main.model.graphs():
             clear_graphs_of(self.main)
 
     def _release_weights(self) -> None:
@@ -127,6 +128,14 @@ class ReferenceModelRunner:
             )
         for name, param in params:
             self.runtime.restore_parameter(param, weights[name], name)
+
+    def close(self) -> None:
+        """Shut the comm group down if it is alive: a runner is built with its group started, so a
+        caller done with it (benchmarks, tests) must not leave one communicator per subject behind.
+        Graphs go first (same order as clear_parameters); closing twice is a no-op."""
+        if self.group is not None and self.group.alive:
+            self._clear_graphs()
+        self._shutdown_group()
 
     def graphs(self) -> list[Any]:
         """Every graph main and draft currently own."""

@@ -134,6 +134,21 @@ def test_fdc402_checks_prefill_sizes_and_passes_good_lists() -> None:
     assert codes(fd(use_cudagraph=False, sizes=[])) == []  # empty is fine while graphs are off
 
 
+def test_unset_capture_sizes_with_graphs_on_are_fdc402() -> None:
+    """None (never post-processed) captures nothing, like []: flagged while its graphs are on."""
+    unset = fd()
+    unset.graph_opt_config.cudagraph_capture_sizes = None
+    bad = check_config(unset)
+    assert [f.code for f in bad] == ["FDC402"]
+    assert "cudagraph_capture_sizes=None has empty while its graphs are on" in bad[0].message
+    off = fd(use_cudagraph=False)
+    off.graph_opt_config.cudagraph_capture_sizes = None
+    assert codes(off) == []
+    prefill_only = fd(only_prefill=True, cpu_blocks=0)
+    prefill_only.graph_opt_config.cudagraph_capture_sizes = None  # decode graphs are off here
+    assert "FDC402" not in codes(prefill_only)
+
+
 # --------------------------------------------------------------------------- FDC403
 def test_mtp_sizes_not_multiple_of_step_are_fdc403() -> None:
     bad = check_config(fd(method="mtp", spec_tokens=2, sizes=[12, 6, 4]))
@@ -167,7 +182,7 @@ def test_sizes_not_divisible_by_tp_under_sp_moe_is_fdc405() -> None:
 # --------------------------------------------------------------------------- duck typing
 def test_flat_graph_opt_object_and_real_paths_both_read() -> None:
     flat = SimpleNamespace(use_cudagraph=True, cudagraph_only_prefill=True, num_cpu_blocks=3,
-                           cudagraph_capture_sizes=[2, 1])
+                           cudagraph_capture_sizes=[2, 1], cudagraph_capture_sizes_prefill=[2, 1])
     assert codes(flat) == ["FDC401"]
     nested = RawGraphOptConfig(cudagraph_only_prefill=True, num_cpu_blocks=3).to_namespace()
     assert read_field(nested, "num_cpu_blocks") == 3
@@ -211,8 +226,12 @@ def test_default_build_and_in_place_postprocessor_returning_none() -> None:
         g.cudagraph_capture_sizes = sorted(set(g.cudagraph_capture_sizes or [1]), reverse=True)
 
     assert_postprocessor_preserves_invariants(in_place, max_examples=EXAMPLES)
-    with pytest.raises(InvariantViolation, match="FDC404"):
+    # No post-processing at all: the raw default leaves the sizes unset (None) with graphs on,
+    # which captures nothing (FDC402, the simplest failure), and under RL keeps the static graph.
+    with pytest.raises(InvariantViolation, match="FDC402 cudagraph_capture_sizes=None"):
         assert_postprocessor_preserves_invariants(lambda cfg: None, max_examples=EXAMPLES)
+    with pytest.raises(InvariantViolation, match="FDC404"):
+        assert_postprocessor_preserves_invariants(lambda cfg: None, codes={"FDC404"}, max_examples=EXAMPLES)
 
 
 def test_codes_filter_and_crashing_postprocessor() -> None:

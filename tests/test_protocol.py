@@ -445,3 +445,108 @@ def test_non_callable_attribute_under_the_name_is_fdc006() -> None:
     assert not supports_graph_opt(Flag) and not supports_graph_opt(shadowed)
     with pytest.raises(ProtocolError, match="FDC006"):
         install_legacy_alias(Flag)
+
+
+# --------------------------------------------------------------------------- shims vs real bodies
+def make_draft_sub() -> tuple[type, type]:
+    """Issue review item 1: a subclass clears its draft, then calls the base's legacy-named clear."""
+
+    class Base:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def clear_grpah_opt_backend(self) -> None:
+            self.calls.append("base main")
+
+    class Sub(Base):
+        def clear_graph_opt_backend(self) -> None:
+            """Draft first: its graphs captured the main model's shared weights."""
+            self.calls.append("sub draft")
+            self.clear_grpah_opt_backend()
+
+    return Base, Sub
+
+
+def test_body_that_works_then_calls_other_spelling_is_not_a_shim() -> None:
+    base, sub = make_draft_sub()
+    plain = sub()
+    plain.clear_graph_opt_backend()
+    assert plain.calls == ["sub draft", "base main"]
+    # Un-aliased, an engine calling the old name reaches only Base's body and leaks the draft:
+    # a split (FDC003). Before the fix the body counted as a shim and this was hidden.
+    assert codes(sub) == ["FDC003"]
+    with recorded():
+        undo = install_legacy_alias(sub)
+        model = sub()
+        model.clear_graph_opt_backend()
+        legacy_caller = sub()
+        legacy_caller.clear_grpah_opt_backend()  # the engine's old spelling reaches the same method
+    assert model.calls == ["sub draft", "base main"]  # before the fix: ['base main'] (draft leaked)
+    assert legacy_caller.calls == ["sub draft", "base main"]
+    assert codes(sub) == []  # the alias resolved the split
+    undo()
+    with recorded():
+        install_legacy_alias(base)  # aliasing the base instead: same behaviour for the subclass
+        model = sub()
+        model.clear_graph_opt_backend()
+        model.clear_grpah_opt_backend()
+    assert model.calls == ["sub draft", "base main"] * 2
+
+
+def test_only_exact_forwarding_bodies_are_shims() -> None:
+    from fd_conformance.protocol import _Definition, _bytecode_is_shim, _is_self_shim
+
+    class Shapes:
+        def clear_graph_opt_backend(self) -> None: ...
+
+        def clear_grpah_opt_backend(self, *args: Any, **kwargs: Any) -> None:
+            """A documented forwarder is still a forwarder."""
+            return self.clear_graph_opt_backend(*args, **kwargs)
+
+    class Works:
+        def clear_graph_opt_backend(self) -> None: ...
+
+        def clear_grpah_opt_backend(self) -> None:
+            self.clear_graph_opt_backend()
+            self.clear_graph_opt_backend()  # a second call: real body
+
+    class Computes:
+        def clear_graph_opt_backend(self, x: Any = None) -> None: ...
+
+        def clear_grpah_opt_backend(self) -> None:
+            self.clear_graph_opt_backend(print("side effect"))  # noqa: T201 - argument runs code
+
+    assert _is_self_shim(_Definition(Shapes, LEGACY, Shapes.__dict__[LEGACY]))
+    assert not _is_self_shim(_Definition(Works, LEGACY, Works.__dict__[LEGACY]))
+    assert not _is_self_shim(_Definition(Computes, LEGACY, Computes.__dict__[LEGACY]))
+    # Bytecode fallback (no source: exec'd or .pyc-only code) agrees on both shapes.
+    namespace: dict[str, Any] = {}
+    exec(  # noqa: S102 - source-less functions are exactly what the fallback is for
+        "def shim(self):\n    return self.clear_graph_opt_backend()\n"
+        "def stmt(self):\n    self.clear_graph_opt_backend()\n"
+        "def work(self):\n    self.draft = None\n    return self.clear_graph_opt_backend()\n"
+        "def other(self):\n    return self.model.clear_graph_opt_backend()\n",
+        namespace,
+    )
+    assert _bytecode_is_shim(namespace["shim"].__code__, "self", CANONICAL)
+    assert _bytecode_is_shim(namespace["stmt"].__code__, "self", CANONICAL)
+    assert not _bytecode_is_shim(namespace["work"].__code__, "self", CANONICAL)
+    assert not _bytecode_is_shim(namespace["other"].__code__, "self", CANONICAL)
+    for name in ("shim", "stmt", "work", "other"):  # and the full detector falls back to it
+        func = namespace[name]
+        assert _is_self_shim(_Definition(Shapes, LEGACY, func)) == (name in ("shim", "stmt"))
+
+
+def test_underscored_private_helpers_are_not_near_misses() -> None:
+    class Helper:
+        def clear_graph_opt_backend(self) -> None:
+            self._clear_graph_opt_backend()
+
+        def _clear_graph_opt_backend(self) -> None: ...
+
+        def __clear_grpah_opt_backend(self) -> None: ...  # name-mangled: _Helper__clear_...
+
+        def _clear_graph_opt_backed(self) -> None: ...  # still a typo under the underscore
+
+    assert codes(Helper) == ["FDC004"]
+    assert "'_clear_graph_opt_backed'" in check_protocol(Helper)[0].message

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("paddle")
 
-from fd_conformance.errors import UsageError  # noqa: E402
+from fd_conformance.errors import EXIT_USAGE, UsageError  # noqa: E402
 from fd_conformance.runtime import get_runtime  # noqa: E402
 from fd_conformance.runtime.base import EventKind, RuntimeEvent  # noqa: E402
 from fd_conformance.runtime.paddle import (  # noqa: E402
@@ -108,10 +108,16 @@ def test_restore_from_a_paddle_tensor_never_aliases_the_source(rt: PaddleRuntime
 
 
 def test_restore_rejects_a_shape_mismatch(rt: PaddleRuntime) -> None:
+    """A wrong weight set is the user's input: UsageError (one line, fix named), not ValueError,
+    and raised before anything is allocated, so the parameter stays released."""
     param = _param([4, 4])
     rt.release_parameter(param, "w")
-    with pytest.raises(ValueError, match=r"restore w: shape \[2, 2\] != \[4, 4\]"):
-        rt.restore_parameter(param, np.zeros([2, 2], "float32"), "w")
+    before = rt.memory_stats()
+    for wrong in (np.zeros([2, 2], "float32"), [[0.0, 0.0], [0.0, 0.0]]):
+        with pytest.raises(UsageError, match=r"restore of parameter w: value shape \(2, 2\) != parameter shape \(4, 4\)") as err:
+            rt.restore_parameter(param, wrong, "w")
+        assert err.value.exit_code == EXIT_USAGE and "load a weight set built for this model config" in str(err.value)
+    assert rt.is_released(param) and rt.memory_stats() == before
 
 
 class _SameBufferRuntime(PaddleRuntime):

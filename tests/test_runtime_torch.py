@@ -311,3 +311,51 @@ def test_shutdown_group_rejects_a_foreign_group(rt: TorchRuntime) -> None:
 
     with pytest.raises(UsageError, match="not a TorchGroup"):
         rt.shutdown_group(Foreign())
+
+
+def test_store_dir_is_removed_with_its_runtime() -> None:
+    """get_runtime() builds a runtime per call: each one's FileStore dir must not outlive it."""
+    import os
+
+    if dist.is_initialized():
+        pytest.skip("a world group already exists: this runtime would not make a store dir")
+    rt = torch_cpu_runtime()
+    group = rt.new_group("tp")
+    store_dir = rt._store_dir
+    assert store_dir is not None and os.path.isdir(store_dir)
+    rt.shutdown_group(group)
+    del rt, group
+    gc.collect()
+    assert not os.path.exists(store_dir)
+
+
+@pytest.mark.gpu
+def test_gpu_live_graph_of_one_runtime_keeps_workspaces_for_another() -> None:
+    """cuBLAS workspaces are process-wide: a second runtime's empty_cache must not free the one a
+    live graph of the first runtime replays against."""
+    from fd_conformance.runtime.torch import live_cuda_graphs
+
+    first, second = create("cuda"), create("cuda")
+    a = torch.randn(64, 64, device="cuda")
+    for _ in range(2):
+        a @ a  # warm-up: lazy cuBLAS init outside the capture
+    graph = first.new_graph("mm")
+    out = graph.capture(lambda: a @ a, buffers={"a": a})
+    assert live_cuda_graphs() >= 1
+    second.empty_cache()  # before the fix: this runtime saw no graph of its own and cleared them
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, a @ a)
+    graph.reset()
+    assert live_cuda_graphs() == 0
+
+
+def test_refused_restore_leaves_the_parameter_restorable(rt: TorchRuntime) -> None:
+    """A wrong-shaped weight is refused before allocation and the retry with the right one works."""
+    weight = torch.nn.Parameter(torch.ones(4, 4))
+    rt.release_parameter(weight, "w")
+    with pytest.raises(UsageError, match="load a weight set built for this model config"):
+        rt.restore_parameter(weight, torch.zeros(3, 4), "w")
+    assert rt.is_released(weight)
+    rt.restore_parameter(weight, torch.full((4, 4), 2.0), "w")
+    torch.testing.assert_close(weight.detach(), torch.full((4, 4), 2.0))

@@ -180,6 +180,11 @@ def rank_all_reduce(ctx: RankContext) -> float:
     return float(value[0])
 
 
+def rank_number(ctx: RankContext) -> int:
+    """No collective: a rank that answers without its peers."""
+    return ctx.rank
+
+
 # --- parent side: CPU (gloo, host-emulated graphs) -------------------------------------------------
 
 
@@ -239,6 +244,28 @@ def test_mismatched_capture_order_is_a_finding_on_every_rank(cpu_world: Distribu
         assert value["graphs_captured"] == 0  # nobody entered a capture: no deadlock to wait out
         assert value["seconds"] < 10  # both plans were there: no wait beyond the exchange itself
         assert any("rank 1 plans capture order [main:1, main:2, main:4" in m for m in value["messages"])
+
+
+def test_watcher_failure_is_that_ranks_crash_and_keeps_the_others(
+    cpu_world: DistributedWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception in one rank's watcher thread (not WorkerStartError) used to leave
+    that rank without a result and lose every rank's outcome to an assert."""
+    from fd_conformance.isolation import WorkerProcess
+
+    original = WorkerProcess.run
+
+    def run(self: WorkerProcess, message: Any, timeout: float) -> Any:
+        result = original(self, message, timeout)  # both ranks really run (the world rendezvous)
+        if message[2][1] == 1:  # then rank 1's watcher fails reading the answer
+            raise OSError("pipe to the worker broke")
+        return result
+
+    monkeypatch.setattr(WorkerProcess, "run", run)
+    outcome = cpu_world.run(f"{HERE}:rank_number", timeout=CALL_TIMEOUT_S)
+    assert [r.outcome for r in outcome.ranks] == ["passed", "crash"], outcome.describe()
+    assert outcome.ranks[0].value == 0  # rank 0 kept its real result
+    assert "watcher failed: OSError: pipe to the worker broke" in outcome.ranks[1].run.cause
 
 
 def test_absent_rank_is_a_bounded_finding(cpu_world: DistributedWorld) -> None:

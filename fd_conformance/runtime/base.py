@@ -305,12 +305,14 @@ class Runtime(abc.ABC):
         Refuses a restore that leaves the weight at its old address: a weight manager doing
         that would hide stale graphs instead of exposing them.
         """
-        released = self._released.pop(id(param), None)
+        # get, not pop: a refused restore (wrong shape) must leave the release record for the retry
+        released = self._released.get(id(param))
         if released is None:  # restored without our release (or never released): avoid where it is now
             released = ReleasedParam(self.address(param), self._placement(param))
         fresh = allocate_avoiding(lambda: self._new_storage(value, param, released.placement, name),
                                   self.address, released.address, self._poison)
         self._install_storage(param, fresh)
+        self._released.pop(id(param), None)
         address = self.address(param)
         if self.is_released(param) or (address != 0 and address == released.address):
             raise RuntimeError(f"restore {name or 'parameter'}: address did not change ({address:#x})")
@@ -438,6 +440,12 @@ class RecordedGraph(Graph):
         buffers: BufferSpec = (),
         groups: Sequence[Group] = (),
     ) -> Any:
+        """Capture through the adapter's ``_capture`` and record what the graph baked in.
+
+        The buffer addresses and groups are recorded HERE, once for every adapter, because the
+        lifecycle checks (stale weights, group shut down under a live graph) compare against
+        exactly what was true at capture time.
+        """
         if self._alive:
             raise RuntimeError(f"graph {self.label!r} ({self.owner}) is already captured; reset() it first")
         self._buffers = named_buffers(buffers)

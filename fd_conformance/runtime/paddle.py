@@ -48,6 +48,13 @@ def _nbytes(tensor: Any) -> int:
     return int(tensor.numel()) * int(tensor.element_size())
 
 
+def _nested_shape(value: Any) -> tuple[int, ...]:
+    """The shape of a (nested) list/scalar weight value, without building a tensor for it."""
+    import numpy as np  # numpy ships with paddle; lazy like the rest of the framework imports
+
+    return tuple(np.shape(value))
+
+
 def _run_no_grad(fn: Callable[[], Any]) -> Any:
     """Run a captured callable as a real capture would: no autograd graph kept alive."""
     import paddle
@@ -307,13 +314,19 @@ class PaddleRuntime(Runtime):
         """A fresh tensor with ``like``'s dtype on ``placement`` holding ``value`` (never ``value``
         itself: the caller may keep using it, and sharing would alias the two)."""
         paddle = self._paddle
+        # Shape first: a wrong weight set must fail as a usage error before anything is allocated.
+        shape = list(value.shape) if hasattr(value, "shape") else list(_nested_shape(value))
+        if shape != list(like.shape):
+            raise UsageError(
+                f"restore of parameter {name or '<unnamed>'}: value shape {tuple(shape)} "
+                f"!= parameter shape {tuple(like.shape)}",
+                "load a weight set built for this model config",
+            )
         with paddle.no_grad():
             if isinstance(value, paddle.Tensor):
                 new = value.detach().astype(like.dtype)._copy_to(placement, True)
             else:
                 new = paddle.to_tensor(value, dtype=like.dtype, place=placement)
-        if list(new.shape) != list(like.shape):
-            raise ValueError(f"restore {name or 'parameter'}: shape {list(new.shape)} != {list(like.shape)}")
         return new
 
     def _poison(self, tensor: Any) -> None:

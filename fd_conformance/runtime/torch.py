@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
@@ -30,6 +31,17 @@ from fd_conformance.runtime.base import (
 from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
 
 GROUP_TIMEOUT = datetime.timedelta(seconds=60)  # a one-rank group that takes longer is broken
+
+# Every captured, not-yet-reset CUDA graph of the PROCESS, whichever runtime made it: cuBLAS
+# workspaces and the capture stream are process-wide and get_runtime() builds a new runtime per
+# call, so "may I clear the workspaces?" is a question about all of them. Weak, because dropping
+# a graph destroys it.
+_LIVE_CUDA_GRAPHS: weakref.WeakSet[TorchCudaGraph] = weakref.WeakSet()
+
+
+def live_cuda_graphs() -> int:
+    """How many captured CUDA graphs are alive in this process (any runtime)."""
+    return len(_LIVE_CUDA_GRAPHS)
 
 
 def _nbytes(tensor: torch.Tensor) -> int:
@@ -64,7 +76,7 @@ class TorchCudaGraph(RecordedGraph):
         with torch.no_grad(), torch.cuda.graph(graph, pool=self._pool):
             outputs = fn()
         self._graph, self._outputs = graph, outputs
-        self._torch_runtime._cuda_graphs.add(self)
+        _LIVE_CUDA_GRAPHS.add(self)
         return outputs
 
     def _replay(self) -> None:
@@ -75,7 +87,7 @@ class TorchCudaGraph(RecordedGraph):
         if self._graph is not None:
             torch.cuda.synchronize()  # a replay still in flight must not lose its memory
             self._graph.reset()
-            self._torch_runtime._cuda_graphs.discard(self)
+            _LIVE_CUDA_GRAPHS.discard(self)
         self._graph, self._pool, self._outputs = None, None, None
 
 
@@ -108,11 +120,10 @@ class TorchRuntime(Runtime):
         ))
         if device != "cuda":
             self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
-        # Captured CUDA graphs not yet reset; weak, because dropping a graph destroys it.
-        self._cuda_graphs: weakref.WeakSet[TorchCudaGraph] = weakref.WeakSet()
         self._groups: list[TorchGroup] = []
         self._owns_default_group = False
         self._store_dir: str | None = None
+        self._store_cleanup: weakref.finalize | None = None
         self._store_ids = itertools.count()
 
     # --- framework / device ---------------------------------------------------------
@@ -145,9 +156,10 @@ class TorchRuntime(Runtime):
         # on first use. The first matmul captured on torch.cuda.graph's capture stream allocates it
         # INSIDE that graph's private pool, and graph.reset() does not free it: on the H200 ~32 MiB
         # stayed allocated after resetting a tiny GLM4-MoE graph, pinning the pool. Clearing the
-        # workspaces frees it. Only when no graph is alive: the capture stream (and so its
-        # workspace) is shared by every capture, and a live graph replays against that pointer.
-        if not self._cuda_graphs:
+        # workspaces frees it. Only when no graph is alive IN THE PROCESS: the capture stream (and
+        # so its workspace) is shared by every capture of every runtime, and a live graph replays
+        # against that pointer.
+        if not _LIVE_CUDA_GRAPHS:
             clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
             if clear is not None:
                 clear()
@@ -220,6 +232,8 @@ class TorchRuntime(Runtime):
             return  # someone else (a launcher, a test) owns it; we only add subgroups
         if self._store_dir is None:
             self._store_dir = tempfile.mkdtemp(prefix="fdc-torch-store-")
+            # One store dir per runtime, and runtimes are made per call: remove it with us.
+            self._store_cleanup = weakref.finalize(self, shutil.rmtree, self._store_dir, True)
         # A fresh FileStore file per init: a store file reused after destroy_process_group can
         # carry keys from the previous incarnation and confuse the rendezvous.
         store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
@@ -232,6 +246,12 @@ class TorchRuntime(Runtime):
         self._owns_default_group = True
 
     def new_group(self, name: str = "tp") -> Group:
+        """A subgroup over every rank (joining or making the default world first).
+
+        A subgroup, not the default group, so shutting it down (what the RL cycle does) leaves a
+        launcher's world intact; on CUDA the communicator is warmed here so no lazy NCCL init
+        lands inside a graph capture.
+        """
         self._ensure_default_group()
         # Every rank of the world: a one-rank world we made ourselves, or a multi-rank world a
         # launcher (fd_conformance.runtime.torch_distributed) joined before building us. new_group

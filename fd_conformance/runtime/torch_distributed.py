@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -175,6 +176,12 @@ class DistributedWorld:
                 results[rank] = worker.run(message, timeout)
             except WorkerStartError as err:  # never got going: reported as that rank's crash
                 results[rank] = RunResult("crash", worker.pid, 0.0, cause=str(err).splitlines()[0], log_tail=str(err))
+            except Exception as err:  # noqa: BLE001 - any watcher failure is that rank's crash
+                # A watcher thread's exception would vanish (threads only print it) and leave this
+                # rank without a result: every other rank's outcome would be lost with it.
+                text = f"{type(err).__name__}: {err}"
+                results[rank] = RunResult("crash", worker.pid, 0.0, cause=f"watcher failed: {text.splitlines()[0]}",
+                                          log_tail=traceback.format_exc())
 
         # One watcher per rank, same deadline: the rank whose clock runs out is the one that hung.
         threads = [threading.Thread(target=watch, args=(rank,), name=f"fdc-rank-{rank}") for rank in range(self.world_size)]

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fd_conformance.errors import UsageError
 from fd_conformance.protocol import graph_opt_model
 from fd_conformance.runtime.base import Runtime
 from fd_reference_models.graph_opt import GraphOptConfig, init_graph_opt, support_graph_optimization
@@ -86,9 +87,21 @@ def make_experts_capturable(config: Any, hf_model: nn.Module) -> str:
     if available:
         config._experts_implementation = CAPTURABLE_EXPERTS
         return CAPTURABLE_EXPERTS
+    patched = 0
     for module in hf_model.modules():
         if type(module).__name__ == "Glm4MoeExperts":
             module.forward = dense_experts_forward.__get__(module)  # type: ignore[method-assign]
+            patched += 1
+    if patched == 0:
+        # Nothing to patch means the routing is still the data-dependent per-expert loop, which
+        # cannot be captured: failing here beats a capture error (or a silent eager run) later.
+        import transformers
+
+        raise UsageError(
+            f"transformers {transformers.__version__} has neither the {CAPTURABLE_EXPERTS!r} experts "
+            "implementation nor Glm4MoeExperts modules to make GLM4-MoE capture-safe",
+            "install transformers>=5 (pip install 'transformers>=5')",
+        )
     return "dense"
 
 
