@@ -4,6 +4,9 @@ in the ``gpu``-marked tests (run on a CUDA host with ``pytest -m gpu``)."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
@@ -313,8 +316,8 @@ def test_shutdown_group_rejects_a_foreign_group(rt: TorchRuntime) -> None:
         rt.shutdown_group(Foreign())
 
 
-def test_store_dir_is_removed_with_its_runtime() -> None:
-    """get_runtime() builds a runtime per call: each one's FileStore dir must not outlive it."""
+def test_store_dir_is_removed_with_the_world_it_served() -> None:
+    """get_runtime() builds a runtime per call: a FileStore dir goes when the world it made does."""
     import os
 
     if dist.is_initialized():
@@ -323,10 +326,25 @@ def test_store_dir_is_removed_with_its_runtime() -> None:
     group = rt.new_group("tp")
     store_dir = rt._store_dir
     assert store_dir is not None and os.path.isdir(store_dir)
-    rt.shutdown_group(group)
-    del rt, group
-    gc.collect()
+    rt.shutdown_group(group)  # last group: the runtime destroys the world it made
     assert not os.path.exists(store_dir)
+
+
+def test_a_dropped_runtime_keeps_the_store_its_live_world_uses() -> None:
+    """The world outlives a runtime dropped without shutting its groups down; the next runtime's
+    new_group rendezvous through that world's store, so deleting it with the runtime deadlocks."""
+    script = textwrap.dedent(
+        """
+        import gc, torch
+        from fd_conformance.runtime import get_runtime
+        a = get_runtime("torch", "cpu"); a.new_group("tp")
+        del a; gc.collect()
+        b = get_runtime("torch", "cpu"); t = torch.ones(2); b.new_group("tp").all_reduce(t)
+        print("rendezvous ok")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "rendezvous ok" in proc.stdout, proc.stderr[-2000:]
 
 
 @pytest.mark.gpu

@@ -6,7 +6,9 @@ above ``fd_conformance/runtime/``.
 
 from __future__ import annotations
 
+import atexit
 import datetime
+import functools
 import itertools
 import os
 import shutil
@@ -123,7 +125,7 @@ class TorchRuntime(Runtime):
         self._groups: list[TorchGroup] = []
         self._owns_default_group = False
         self._store_dir: str | None = None
-        self._store_cleanup: weakref.finalize | None = None
+        self._store_cleanup: Callable[[], None] | None = None
         self._store_ids = itertools.count()
 
     # --- framework / device ---------------------------------------------------------
@@ -232,8 +234,11 @@ class TorchRuntime(Runtime):
             return  # someone else (a launcher, a test) owns it; we only add subgroups
         if self._store_dir is None:
             self._store_dir = tempfile.mkdtemp(prefix="fdc-torch-store-")
-            # One store dir per runtime, and runtimes are made per call: remove it with us.
-            self._store_cleanup = weakref.finalize(self, shutil.rmtree, self._store_dir, True)
+            # Removed when the world we made is destroyed, or at exit -- NOT when this runtime is
+            # collected: the process group outlives a dropped runtime, and a later runtime's
+            # new_group rendezvous through this store (deleting it deadlocks that rendezvous).
+            self._store_cleanup = functools.partial(shutil.rmtree, self._store_dir, True)
+            atexit.register(self._store_cleanup)
         # A fresh FileStore file per init: a store file reused after destroy_process_group can
         # carry keys from the previous incarnation and confuse the rendezvous.
         store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
@@ -276,6 +281,9 @@ class TorchRuntime(Runtime):
             # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
             dist.destroy_process_group()
             self._owns_default_group = False
+            if self._store_cleanup is not None:
+                self._store_cleanup()  # the world is gone: its store files can go too
+                self._store_cleanup, self._store_dir = None, None
 
 
 def create(device: str) -> Runtime:
