@@ -74,7 +74,10 @@ class ModelCase:
     capabilities: frozenset[str] = frozenset()  # "draft", "multimodal", "moe"
     expected_findings: frozenset[str] = frozenset()
     description: str = ""
-    tolerances: Mapping[str, float] = field(default_factory=lambda: {"rtol": 1e-4, "atol": 1e-4})
+    # Left out of the hash (a dict cannot be hashed; equality still compares it), so a frozen case
+    # hashes: it is a pytest parameter and a set/dict key. A plain dict, not a MappingProxyType:
+    # cases must stay picklable for the isolation workers' process boundary.
+    tolerances: Mapping[str, float] = field(default_factory=lambda: {"rtol": 1e-4, "atol": 1e-4}, hash=False)
     # C6: the engine's config post-processor this model ships with (cfg -> cfg, or in place), and
     # how to build that engine's config object from a raw graph-opt config
     # (fd_conformance.config_rules.RawGraphOptConfig; None = an FDConfig-shaped namespace).

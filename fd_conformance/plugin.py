@@ -35,7 +35,7 @@ FD_MODEL_HELP = (
     "fd_conformance.cases), mutants excluded."
 )
 FD_RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (every installed one). Default: auto."
-FD_CYCLES_HELP = "weight-update cycles in the weight-cycle check (C4), at least 2 to measure growth. Default: 5."
+FD_CYCLES_HELP = "weight-update cycles in the weight-cycle check (C4), at least 3 to show steady growth. Default: 5."
 FD_REPORT_HELP = "directory to write conformance.json and certificate.md into at the end of the session."
 FD_INCLUDE_MUTANTS_HELP = (
     "also run the installed mutants and expect their findings: a mutant's failing check counts as caught "
@@ -54,7 +54,7 @@ FD_DEVICE_HELP = (
 RUNTIME_CHOICES = ("auto", "torch", "paddle")
 DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
-MIN_CYCLES = 2  # growth is measured between cycles, so one cycle cannot show it
+MIN_CYCLES = 3  # "growth in every cycle" needs two deltas, so three measured cycles
 DEVICES = ("cpu", "cuda")
 
 CASES_KEY = pytest.StashKey["list[ModelCase] | None"]()
@@ -86,11 +86,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def validate_runtime(value: str) -> str:
     """--fd-runtime: a known framework name that is installed here."""
-    from fd_conformance.runtime import installed_runtimes
-
     if value not in RUNTIME_CHOICES:
         raise pytest.UsageError(f"--fd-runtime {value!r} is not one of {', '.join(RUNTIME_CHOICES)}; fix: pass one of them")
-    if value != "auto" and value not in installed_runtimes():
+    if value == "auto":
+        return value  # nothing to look up: keeps every session that does not certify import-cheap
+    from fd_conformance.runtime import installed_runtimes
+
+    if value not in installed_runtimes():
         raise pytest.UsageError(f"--fd-runtime {value!r} is not installed; fix: pip install 'fd-conformance[{value}]' or use auto")
     return value
 
@@ -102,7 +104,7 @@ def validate_cycles(value: str) -> int:
     except ValueError:
         raise pytest.UsageError(f"--fd-cycles {value!r} is not an integer; fix: pass e.g. --fd-cycles 5") from None
     if cycles < MIN_CYCLES:
-        raise pytest.UsageError(f"--fd-cycles {cycles} is below {MIN_CYCLES}; fix: pass at least {MIN_CYCLES} (growth needs two cycles)")
+        raise pytest.UsageError(f"--fd-cycles {cycles} is below {MIN_CYCLES}; fix: pass at least {MIN_CYCLES} (steady growth needs two deltas)")
     return cycles
 
 
@@ -282,10 +284,61 @@ def fd_runtime(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: st
     return runtime
 
 
+# The Subject / ModelRunner protocol members a check touches (cases.Subject, cases.ModelRunner).
+SUBJECT_MEMBERS = ("runtime", "wrapper", "draft", "runner", "make_inputs", "forward", "eager_forward", "new_weights", "graphs")
+RUNNER_MEMBERS = ("use_cudagraph", "draft_model_use_cudagraph", "capture_model", "clear_parameters", "update_parameters")
+
+
+def missing_subject_members(subject: object) -> list[str]:
+    """Protocol members the factory's result lacks ("runner.x" for the runner's): checked up
+    front, so a case author reads one line instead of an AttributeError deep inside a check."""
+    missing = [name for name in SUBJECT_MEMBERS if not hasattr(subject, name)]
+    runner = getattr(subject, "runner", None)
+    if runner is not None:
+        missing += [f"runner.{name}" for name in RUNNER_MEMBERS if not hasattr(runner, name)]
+    return missing
+
+
 @pytest.fixture
-def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
-    """The case's model built on this test's runtime."""
-    return fd_case.factory(fd_runtime)
+def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, None, None]:
+    """The case's model built on this test's runtime, torn down after the test.
+
+    Teardown resets every graph the subject still owns and drops it before the next test: in a
+    reused (xdist or isolation) worker a mutant's leftover graphs and pools would otherwise be
+    measured as the NEXT test's memory or live graphs."""
+    subject = fd_case.factory(fd_runtime)
+    missing = missing_subject_members(subject)
+    if missing:
+        pytest.fail(
+            f"{fd_case.name}: the factory returned a {type(subject).__name__} without {', '.join(missing)}; "
+            "fix: return an object with every fd_conformance.cases.Subject member",
+            pytrace=False,
+        )
+    yield subject
+    release_subject(subject, fd_runtime)
+
+
+def release_subject(subject: Subject, runtime: Runtime) -> None:
+    """Best-effort cleanup: reset graphs directly (the model's own clear may be the mutant's bug),
+    then collect garbage and return cached memory to the device."""
+    import gc
+
+    try:
+        graphs = list(subject.graphs())
+    except Exception:  # noqa: BLE001 - a broken subject was already judged by its check
+        graphs = []
+    for graph in graphs:
+        try:
+            graph.reset()
+        except Exception:  # noqa: BLE001 - resetting a half-dead graph must not fail teardown
+            pass
+    del graphs, subject
+    gc.collect()
+    try:
+        runtime.synchronize()
+        runtime.empty_cache()
+    except Exception:  # noqa: BLE001 - a poisoned device is the check's finding, not teardown's
+        pass
 
 
 @pytest.fixture
@@ -333,8 +386,11 @@ def case_properties(item: pytest.Item) -> list[tuple[str, object]]:
 
 
 def _is_final(report: pytest.TestReport) -> bool:
-    """The report that decides a test's outcome: the call, or a setup that did not pass."""
-    return report.when == "call" or (report.when == "setup" and not report.passed)
+    """A report that decides a test's outcome: the call, a setup that did not pass, or a failed
+    teardown (a hang while the subject's graphs are destroyed must reach the matrix too)."""
+    return report.when == "call" or (report.when == "setup" and not report.passed) or (
+        report.when == "teardown" and report.failed
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -72,8 +72,16 @@ class CheckResult:
             raise ValueError(f"result {data.get('nodeid', '?')!r} has unknown outcome {outcome!r}")
         raw_findings = kwargs.get("findings", [])
         if raw_findings and all(isinstance(f, str) for f in raw_findings):
+            # Isolation records carry bare codes: their severity comes from the registry, so a
+            # warning (FDC002) is never read back as an error.
+            errors, warned = split_codes_by_severity(raw_findings)
             kwargs["findings"] = []
-            kwargs.setdefault("codes", sorted(set(raw_findings)))
+            kwargs.setdefault("codes", errors)
+            kwargs.setdefault("warnings", warned)
+            # The plugin turns a caught mutant's failure into a skip carrying wasxfail; isolation
+            # logs that as "skipped" with the caught error codes. A real skip has no error code.
+            if kwargs.get("outcome") == SKIPPED and kwargs["codes"]:
+                kwargs["outcome"] = XFAILED
         if "message" not in kwargs and data.get("details"):
             kwargs["message"] = str(data["details"]).strip().splitlines()[0][:300]
         if not kwargs.get("device"):
@@ -83,6 +91,16 @@ class CheckResult:
         if not kwargs.get("check"):
             kwargs["check"] = _check_from_nodeid(str(data.get("nodeid", "")))
         return cls(**kwargs)
+
+
+def split_codes_by_severity(codes: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(error codes, warning codes) by the finding registry; an unknown code counts as an error
+    (a hang, crash or newer kit's code must never pass silently)."""
+    from fd_conformance.findings import RULES, Severity
+
+    unique = sorted(set(codes))
+    warned = [c for c in unique if c in RULES and RULES[c].severity is Severity.WARNING]
+    return [c for c in unique if c not in warned], warned
 
 
 def device_from_nodeid(nodeid: str) -> str:
@@ -151,6 +169,10 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
     expected = sorted({c for r in results for c in r.expected})
     ran = any(r.outcome != SKIPPED for r in results)
     if not ran:
+        # A mutant that ran nothing proved nothing: with expect_mutants it is MISSED (a check
+        # lost its reach, e.g. a device row skipping it), unless its framework is absent here.
+        if expect_mutants and expected and not all(_runtime_missing(r) for r in results):
+            return MISSED, observed
         return NOT_RUN, observed
     if expect_mutants and expected:
         failed_unexplained = any(r.outcome == FAILED for r in results)
@@ -158,6 +180,17 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
     if any(r.outcome == FAILED for r in results):
         return VIOLATIONS, observed
     return CERTIFIED, observed
+
+
+# Skip reasons meaning "this machine cannot run the row" (the plugin's fd_runtime skip for a
+# missing framework, devices.no_gpu_reason for a cuda row on a GPU-less host), not "the check
+# chose not to run": only these excuse a mutant that ran nothing.
+UNAVAILABLE_SKIP_MARKERS = ("is not installed", "no GPU")
+
+
+def _runtime_missing(result: CheckResult) -> bool:
+    """A skip because the row's framework or device is absent here, which proves nothing either way."""
+    return result.outcome == SKIPPED and any(marker in result.message for marker in UNAVAILABLE_SKIP_MARKERS)
 
 
 def _rows(results: Sequence[CheckResult]) -> dict[tuple[str, str], list[CheckResult]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from fd_conformance import report
@@ -97,6 +96,7 @@ def test_matrix_text() -> None:
 
 
 def test_document_validates_against_schema_and_certificate(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")  # a dev extra the GPU host may lack
     document = report.write_reports(tmp_path, GOOD + BAD + MUTANT_CAUGHT, expect_mutants=True)
     on_disk = json.loads((tmp_path / report.JSON_NAME).read_text())
     jsonschema.validate(on_disk, report.load_schema())
@@ -113,6 +113,7 @@ def test_document_validates_against_schema_and_certificate(tmp_path: Path) -> No
 
 
 def test_schema_rejects_a_malformed_document(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
     document = json.loads(json.dumps(report.build_document(GOOD)))
     document["cases"][0]["verdict"] = "fine"
     with pytest.raises(jsonschema.ValidationError):
@@ -160,3 +161,37 @@ def test_last_record_of_a_test_wins() -> None:
 def test_unknown_outcome_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown outcome 'weird'"):
         CheckResult.from_dict({"nodeid": "n", "case": "c", "device": "cpu", "check": "x", "outcome": "weird"})
+
+
+def _record(case: str, check: str, outcome: str, findings: list[str], details: str = "") -> dict[str, object]:
+    return {"schema": 1, "nodeid": f"suite/test_{check}.py::test_{check}[{case}-cpu]", "case": case, "check": check,
+            "outcome": outcome, "findings": findings, "duration": 0.1, "details": details, "worker_pid": 1,
+            "started": 0.0, "finished": 0.1}  # fmt: skip
+
+
+def test_isolation_records_keep_warnings_as_warnings_and_caught_mutants_as_caught() -> None:
+    """Isolation logs bare codes and a caught mutant (the plugin's wasxfail skip) as "skipped":
+    the registry decides severity, and a skip carrying error codes is the caught xfail."""
+    warned = CheckResult.from_dict(_record("legacy", "protocol", "passed", ["FDC002"]))
+    assert (warned.codes, warned.warnings) == ([], ["FDC002"])
+    assert report.cell([warned]) == "PASS (warn FDC002)"
+    caught = CheckResult.from_dict(_record("m", "teardown_order", "skipped", ["FDC201", "FDC002"], "teardown_order: 1 contract violation(s)"))
+    assert (caught.outcome, caught.codes, caught.warnings) == ("xfailed", ["FDC201"], ["FDC002"])
+    assert report.cell([caught]) == "CAUGHT FDC201"
+    plain_skip = CheckResult.from_dict(_record("g", "config", "skipped", [], "no config_postprocessor"))
+    assert plain_skip.outcome == "skipped"
+    unknown = CheckResult.from_dict(_record("g", "clear", "failed", ["FDC999"]))
+    assert unknown.codes == ["FDC999"]  # an unregistered code never passes silently as a warning
+
+
+def test_mutant_that_ran_nothing_is_missed_unless_unavailable_here() -> None:
+    """A mutant whose every check skipped proved nothing (e.g. C6 skipped on a GPU host's only row)."""
+    skipped = [result("cfg", "config", "skipped", expected=("FDC401",), message="config rules are device-independent: checked once, on the cpu row")]
+    assert report.case_verdict(skipped, True)[0] == report.MISSED
+    assert report.exit_code(skipped, True) == 1
+    assert report.case_verdict(skipped, False)[0] == report.NOT_RUN  # without --include-mutants: nothing expected
+    for reason in ("runtime 'paddle' is not installed here", "no GPU: no /dev/nvidiaN device on this machine"):
+        absent = [result("cfg", "config", "skipped", expected=("FDC401",), message=reason)]
+        assert report.case_verdict(absent, True)[0] == report.NOT_RUN
+    good_skipped = [result("g", "config", "skipped", message="anything")]
+    assert report.case_verdict(good_skipped, True)[0] == report.NOT_RUN

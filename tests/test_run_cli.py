@@ -9,10 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from fd_conformance.report import load_schema
+
+
+def validate_document(document: object) -> None:
+    """Schema check; jsonschema is a dev extra the GPU host may lack, so only this step skips."""
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(document, load_schema())
 
 # A model author's package: a tiny torch model, FastDeploy-shaped (undecorated wrapper delegating
 # clear to an inner model decorated with support_graph_optimization), its runner and subject.
@@ -144,13 +149,23 @@ def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# The user's own pytest setup, hostile to a certification: an addopts deselecting all but one
+# check, and a conftest that would break (or skew) any session it is loaded into.
+HOSTILE_INI = "[pytest]\naddopts = -k protocol\n"
+HOSTILE_CONFTEST = "raise RuntimeError('the user conftest must not reach a certification')\n"
+
+
 def test_external_model_is_certified(model_dir: Path) -> None:
+    """From a directory with a hostile pytest.ini and conftest.py: `run` uses the kit's own ini and
+    no foreign conftest, so every check runs (the ini's -k would leave only protocol)."""
+    (model_dir / "pytest.ini").write_text(HOSTILE_INI)
+    (model_dir / "conftest.py").write_text(HOSTILE_CONFTEST)
     out = model_dir / "report"
-    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--cycles", "2", "--device", "cpu")
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--cycles", "3", "--device", "cpu")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tiny_external [cpu, host-emulated]" in proc.stdout and "fd-conformance: PASS" in proc.stdout
     document = json.loads((out / "conformance.json").read_text())
-    jsonschema.validate(document, load_schema())
+    validate_document(document)
     (row,) = document["cases"]
     assert row["verdict"] == "certified" and row["graphs"] == "host-emulated"
     assert set(row["checks"]) == {"protocol", "capture_replay", "clear", "teardown_order", "weight_cycle", "config"}
@@ -163,7 +178,7 @@ def test_external_model_is_certified(model_dir: Path) -> None:
 
 def test_broken_external_model_fails_with_codes(model_dir: Path) -> None:
     out = model_dir / "report"
-    proc = run_cli(model_dir, "--model", "author_models/tiny.py:BROKEN", "--out", str(out), "--cycles", "2", "--device", "cpu")
+    proc = run_cli(model_dir, "--model", "author_models/tiny.py:BROKEN", "--out", str(out), "--cycles", "3", "--device", "cpu")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     document = json.loads((out / "conformance.json").read_text())
     (row,) = document["cases"]
@@ -176,9 +191,9 @@ def test_broken_external_model_fails_with_codes(model_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "author_models.nope:CASE"], "--fd-model 'author_models.nope:CASE': module 'author_models.nope' not found"),
+        (["--model", "author_models.nope:CASE"], "--model 'author_models.nope:CASE': module 'author_models.nope' not found"),
         (["--model", "author_models.tiny:NOPE"], "has no attribute 'NOPE'"),
-        (["--cycles", "1"], "--cycles 1 is below 2"),
+        (["--cycles", "2"], "--cycles 2 is below 3"),
         (["--runtime", "jax"], "invalid choice: 'jax'"),
     ],
 )
@@ -229,7 +244,7 @@ def test_cases_file_certifies_only_the_selection_on_auto_device(model_dir: Path)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads((out / "conformance.json").read_text())
-    jsonschema.validate(document, load_schema())
+    validate_document(document)
     # auto on a machine without GPU: cpu rows only, no "cuda n/a not-run" row; graphs named.
     assert [(c["name"], c["device"], c["graphs"]) for c in document["cases"]] == [("tiny_external", "cpu", "host-emulated")]
     assert document["results"][0]["outcome"] == "passed"
@@ -246,7 +261,7 @@ def test_empty_cases_file_is_nothing_to_certify(model_dir: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"nothing to certify: {selection} selects no case" in proc.stdout
     document = json.loads((out / "conformance.json").read_text())
-    jsonschema.validate(document, load_schema())
+    validate_document(document)
     assert document["cases"] == [] and document["exit_code"] == 0
     assert "Nothing to certify" in (out / "certificate.md").read_text()
     assert 'tests="0"' in (out / "junit.xml").read_text()
@@ -293,3 +308,77 @@ def test_device_auto_resolves_on_this_machine(tmp_path: Path, monkeypatch: pytes
     assert not any(arg.startswith("--rootdir") for arg in cmd)
     assert "gpu" not in cmd and "not gpu" not in cmd  # rows come from --fd-device, leaving -m to the user
     assert build_parser().parse_args(["run"]).device == "auto"
+
+
+# --- pytest's own exit code, stale reports, usage-error lines ---------------------------------------
+
+INTERNAL_ERROR_PLUGIN = """
+def pytest_runtest_logfinish(nodeid, location):
+    raise RuntimeError("plugin exploded mid-session")
+"""
+
+
+def test_internal_error_mid_session_is_never_a_pass(model_dir: Path) -> None:
+    """An INTERNALERROR after the first test: conformance.json holds the finished part (and says
+    exit 0), but pytest exited 3, so `run` must exit EXIT_INTERNAL with the log tail, not PASS."""
+    (model_dir / "boom_plugin.py").write_text(INTERNAL_ERROR_PLUGIN)
+    out = model_dir / "report"
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--device", "cpu",
+                   "--", "-p", "boom_plugin", "-k", "protocol")  # fmt: skip
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "fd-conformance: PASS" not in proc.stdout
+    assert "pytest exited 3" in proc.stderr and "plugin exploded mid-session" in proc.stderr
+
+
+def test_usage_error_names_the_reason_and_removes_stale_reports(model_dir: Path) -> None:
+    out = model_dir / "report"
+    out.mkdir()
+    for name in ("conformance.json", "certificate.md", "junit.xml"):
+        (out / name).write_text("stale: from an earlier, passing run")
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--", "--no-such-option")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == "fd-conformance run: error: unrecognized arguments: --no-such-option"
+    assert not any((out / name).exists() for name in ("conformance.json", "certificate.md", "junit.xml"))
+
+
+def _passing_document(out: Path) -> None:
+    from fd_conformance.report import CheckResult, write_reports
+
+    write_reports(out, [CheckResult(nodeid="s.py::test_protocol[m-cpu]", case="m", device="cpu", check="protocol", outcome="passed")])
+
+
+def test_pytest_failure_outside_the_matrix_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fd_conformance.run_cli import judge_session
+
+    _passing_document(tmp_path)
+    assert judge_session(0, "", tmp_path) == 0
+    assert "fd-conformance: PASS" in capsys.readouterr().out
+    assert judge_session(1, "E   a fixture outside the suite broke", tmp_path) == 1
+    captured = capsys.readouterr()
+    assert "fd-conformance: FAIL" in captured.out and "pytest reported failures outside the matrix" in captured.out
+    assert "a fixture outside the suite broke" in captured.err
+
+
+@pytest.mark.parametrize("returncode", [2, 3, -9])
+def test_abnormal_pytest_exit_is_internal_even_with_a_document(tmp_path: Path, capsys: pytest.CaptureFixture[str], returncode: int) -> None:
+    from fd_conformance.run_cli import judge_session
+
+    _passing_document(tmp_path)
+    assert judge_session(returncode, "INTERNALERROR> boom", tmp_path) == 3
+    captured = capsys.readouterr()
+    assert "PASS" not in captured.out and "INTERNALERROR> boom" in captured.err
+
+
+def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
+    from fd_conformance.run_cli import _usage_line
+
+    log = "ERROR: usage: __main__.py [options] [file_or_dir ...]\n__main__.py: error: unrecognized arguments: --x\n  inifile: None\n"
+    assert _usage_line(log) == "unrecognized arguments: --x"
+    assert _usage_line("ERROR: --fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5\n") == "--fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5"
+
+
+def test_cli_minimum_cycles_matches_the_plugin() -> None:
+    from fd_conformance import plugin, run_cli
+
+    assert run_cli.MIN_CYCLES == plugin.MIN_CYCLES == 3

@@ -23,7 +23,7 @@ from fd_conformance.findings import RULES
 from fd_reference_models.cases import CONFIG_MUTANT_PREFIX
 
 THIS_FILE = Path(__file__).resolve()
-CYCLES = "2"  # the fewest cycles that can show growth: keeps the session short
+CYCLES = "3"  # plugin.MIN_CYCLES: the fewest that can show "growth in every cycle"; keeps the session short
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "--fd-model=fd_reference_models.cases:all_cases",
         "--fd-include-mutants", f"--fd-cycles={CYCLES}", f"--fd-report={out}",
         "--fd-isolate=off",  # in-process: the hang watchdog is the isolation suite's subject, not ours
-        "-k", "cpu",
+        "--fd-device=cpu",
     ]  # fmt: skip
     env = {**os.environ, "FD_CONFORMANCE_GPU": "0"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
@@ -110,7 +110,7 @@ def test_gpu_suites_pass_good_and_catch_mutants(tmp_path: Path) -> None:
     """On the device: the same session on real CUDA graphs; every mutant caught exactly."""
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q",
-        "--fd-include-mutants", f"--fd-report={tmp_path}", "-m", "gpu", "-k", "cuda",
+        "--fd-include-mutants", f"--fd-report={tmp_path}", "--fd-device=cuda",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     document = json.loads((tmp_path / "conformance.json").read_text())
@@ -118,12 +118,14 @@ def test_gpu_suites_pass_good_and_catch_mutants(tmp_path: Path) -> None:
     assert rows and all(c["graphs"] == "real" for c in rows if c["verdict"] != "not-run")
     from fd_reference_models.cases import all_cases
 
-    # Config-only cases are checked once, on the cpu row: their cuda row is rightly not run.
+    # Config-only mutants are checked on the first selected row -- cuda here -- so they must be
+    # caught on it like every other mutant (a GPU host's default run selects only cuda rows).
     config_only = {case.name for case in all_cases() if case.checks == frozenset({"config"})}
+    assert config_only <= {c["name"] for c in rows}
     bad = {
-        c["name"]: (c["expected_findings"], c["observed_findings"])
+        c["name"]: (c["expected_findings"], c["observed_findings"], c["verdict"])
         for c in rows
-        if c["verdict"] not in ("certified", "caught") and not (c["name"] in config_only and c["verdict"] == "not-run")
+        if c["verdict"] not in ("certified", "caught")
     }
     assert not bad, bad
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -144,3 +146,74 @@ def test_memory_growth_criterion(held: list[int], resolution: int, leak: bool) -
     from fd_conformance.suite.test_weight_cycle import grows
 
     assert grows(held, resolution) is leak
+
+
+# --- test-local mutants: branches no bundled mutant reaches ------------------------------------------
+
+LOCAL_MUTANTS = '''
+import dataclasses
+
+from fd_reference_models import mutants
+from fd_reference_models.cases import all_cases
+from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
+
+
+class EarlyReturnRunner(mutants.DraftGuardedByMainFlagRunner):
+    """FastDeploy-style capture_model(): returns at once when use_cudagraph is off (graphs would
+    come lazily on forward), with the draft clear guarded by the main flag besides."""
+
+    def capture_model(self):
+        if not self.use_cudagraph:
+            return
+        super().capture_model()
+
+
+def early_return(runtime):
+    return glm4_moe_mtp_subject(runtime, runner_cls=EarlyReturnRunner, use_cudagraph=False, draft_model_use_cudagraph=True)
+
+
+def _good(name):
+    return next(c for c in all_cases() if c.name == name)
+
+
+def two_bodies(runtime):
+    """The legacy spelling bound on the instance to another function: the alias cannot unify them."""
+    subject = _good("torch-glm4-moe").factory(runtime)
+    subject.wrapper.clear_grpah_opt_backend = lambda: None
+    return subject
+
+
+EARLY_RETURN = dataclasses.replace(_good("torch-glm4-moe-mtp"), name="local-early-return", factory=early_return, checks=None)
+TWO_BODIES = dataclasses.replace(_good("torch-glm4-moe"), name="local-two-bodies", factory=two_bodies, checks=None)
+'''
+
+
+@pytest.fixture(scope="module")
+def local_session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("local-mutants")
+    (root / "local_mutants.py").write_text(LOCAL_MUTANTS)
+    out = root / "report"
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q",
+        "--fd-model=local_mutants:EARLY_RETURN", "--fd-model=local_mutants:TWO_BODIES", f"--fd-report={out}",
+        "--fd-isolate=off", "--fd-device=cpu", "-k", "teardown_order or protocol",
+    ]  # fmt: skip
+    env = {**os.environ, "FD_CONFORMANCE_GPU": "0", "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    assert (out / "conformance.json").is_file(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    return {"proc": proc, "doc": json.loads((out / "conformance.json").read_text())}
+
+
+def test_teardown_order_is_not_vacuous_under_an_early_returning_capture(local_session: dict[str, Any]) -> None:
+    """main off, draft on: capture_model() captured nothing, so the draft's graphs must come from the
+    forward steps (then the main-flag guard leaves them alive: FDC201/FDC203) or the check fails
+    saying no draft graph exists -- never a vacuous pass."""
+    (result,) = [r for r in local_session["doc"]["results"]
+                 if r["case"] == "local-early-return" and r["nodeid"].endswith("mainOff-draftOn]")]  # fmt: skip
+    assert result["outcome"] == "failed", result
+    assert {"FDC201", "FDC203"} & set(result["codes"]) or "no draft graph exists" in result["message"], result
+
+
+def test_instance_bound_legacy_alias_with_another_body_is_fdc003(local_session: dict[str, Any]) -> None:
+    (result,) = [r for r in local_session["doc"]["results"] if r["case"] == "local-two-bodies" and r["check"] == "protocol"]
+    assert result["outcome"] == "failed" and "FDC003" in result["codes"], result

@@ -47,9 +47,35 @@ def test_teardown_order(
     runner.draft_model_use_cudagraph = draft_model_use_cudagraph
     with recorded(fd_runtime) as recorder:
         runner.capture_model()
+        # FastDeploy's capture_model() returns early when use_cudagraph is off and graphs are
+        # captured lazily on forward: one step per capture size (as C2 does) makes them exist,
+        # or the order below would be judged over no graph at all and pass vacuously.
+        for size in fd_case.capture_sizes:
+            fd_subject.forward(fd_subject.make_inputs(size))
         refs = graph_refs(fd_subject)
+        require_graphs_for_flags(fd_case, fd_subject, use_cudagraph, draft_model_use_cudagraph)
         runner.clear_parameters()
         recorder.check_cleared()  # clear_parameters() must leave no graph alive either
     fd_verdict.extend(recorder_findings(recorder))
     add_alive_graph_findings(fd_verdict, alive_graphs(refs), "clear_parameters()")
     fd_verdict.conclude()
+
+
+def require_graphs_for_flags(case: ModelCase, subject: Any, use_cudagraph: bool, draft_model_use_cudagraph: bool) -> None:
+    """Fail (one line) when a model whose graph flag is on owns no graph after capture and a step
+    per size: teardown order over zero graphs proves nothing about that model."""
+    owners = [graph.owner for graph in subject.graphs()]
+    # Owners are free labels ("main"/"draft" in the reference runners): a main graph is any graph
+    # not labelled "draft"; a draft graph is a "draft" one, or any graph while the main flag is off.
+    has = {
+        "main": any(owner != "draft" for owner in owners),
+        "draft": "draft" in owners or (not use_cudagraph and bool(owners)),
+    }
+    flagged = [owner for owner, on in (("main", use_cudagraph), ("draft", draft_model_use_cudagraph and subject.draft is not None)) if on]
+    empty = [owner for owner in flagged if not has[owner]]
+    if empty:
+        pytest.fail(
+            f"{case.name}: {' and '.join(empty)} graph flag on, but no {'/'.join(empty)} graph exists after capture_model() "
+            f"and a forward per capture size; fix: capture in capture_model() (or lazily on forward) whenever that flag is on",
+            pytrace=False,
+        )
