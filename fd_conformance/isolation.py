@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record, read_results
 from fd_conformance.isolation_worker import STACK_SIGNAL, describe_event, in_worker, mark, stream_events
@@ -545,17 +545,6 @@ class Watchdog:
             else:
                 self.worker.kill()  # prestarted but never used (everything deselected or skipped)
             self.worker = None
-
-
-def validate_timeout(value: Any, source: str) -> float:
-    """Timeouts come from options, markers and ini files; errors name which one."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{source}={value!r} is not a number of seconds", f"set {source} to e.g. 300") from None
-    if not seconds > 0:
-        raise UsageError(f"{source}={value!r} must be positive", f"set {source} to e.g. 300") from None
-    return seconds
 
 
 class IsolatedRunner(Watchdog):

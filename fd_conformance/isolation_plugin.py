@@ -149,7 +149,7 @@ class IsolationController:
         )
 
     def _default_timeout(self) -> float:
-        from fd_conformance.isolation import validate_timeout
+        from fd_conformance.errors import validate_timeout
 
         own = self.config.getoption("fd_timeout", None)
         if own is not None:
@@ -226,7 +226,7 @@ class IsolationController:
         self.watchdog.spares = self.spares if len(isolated) > 1 else 0
 
     def _item_timeout(self, item: pytest.Item) -> float:
-        from fd_conformance.isolation import validate_timeout
+        from fd_conformance.errors import validate_timeout
 
         for name, source in (("isolated", "@pytest.mark.isolated(timeout)"), ("timeout", "@pytest.mark.timeout")):
             value = _marker_timeout(item, name)

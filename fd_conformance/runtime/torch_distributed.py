@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Finding
-from fd_conformance.isolation import RunResult, WorkerProcess, WorkerStartError, validate_timeout
+from fd_conformance.errors import validate_timeout
+from fd_conformance.isolation import RunResult, WorkerProcess, WorkerStartError
 
 __all__ = ["DistributedWorld", "RankContext", "RankOutcome", "TorchRankStore", "WorldOutcome"]
 
