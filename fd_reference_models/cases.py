@@ -58,10 +58,10 @@ def mutant_glm4_moe_legacy_spelling(runtime: Runtime) -> Any:
 
 
 def _mtp_with_runner(runtime: Runtime, runner_name: str, **flags: bool) -> Any:
-    from fd_reference_models import mutants
+    from fd_reference_models import runner_mutants
     from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
 
-    return glm4_moe_mtp_subject(runtime, runner_cls=getattr(mutants, runner_name), **flags)
+    return glm4_moe_mtp_subject(runtime, runner_cls=getattr(runner_mutants, runner_name), **flags)
 
 
 def mutant_draft_cleared_after_release(runtime: Runtime) -> Any:
@@ -174,13 +174,45 @@ def paddle_qwen3_vl(runtime: Runtime) -> Any:
     return subjects.qwen3_vl_subject(runtime)
 
 
+def _paddle_mtp_with_runner(runtime: Runtime, runner_name: str) -> Any:
+    from fd_reference_models import runner_mutants
+    from fd_reference_models.paddle_models import subjects
+
+    return subjects.glm4_moe_subject(runtime, runner_cls=getattr(runner_mutants, runner_name))
+
+
+def paddle_mutant_draft_cleared_after_release(runtime: Runtime) -> Any:
+    """The MTP hang order, on the Paddle adapter (``_clear_data`` release, Paddle groups)."""
+    return _paddle_mtp_with_runner(runtime, "DraftClearedAfterReleaseRunner")
+
+
+def paddle_mutant_group_shutdown_first(runtime: Runtime) -> Any:
+    """Group shut down while graphs that captured it are alive, on the Paddle adapter."""
+    return _paddle_mtp_with_runner(runtime, "GroupShutdownFirstRunner")
+
+
+def paddle_mutant_update_without_recapture(runtime: Runtime) -> Any:
+    """Weights re-shared (``_share_buffer_to``) after capture, no recapture: stale graphs."""
+    return _paddle_mtp_with_runner(runtime, "UpdateWithoutRecaptureRunner")
+
+
 def paddle_cases() -> list[ModelCase]:
-    """The tiny Paddle reference models (our own implementations; see paddle_models/)."""
+    """The tiny Paddle reference models (our own implementations; see paddle_models/) and the
+    runtime-neutral runner mutants driving them, so the Paddle adapter's events are proven to trip
+    the lifecycle rules too."""
+    mtp = frozenset({"draft", "moe"})
+
+    def mutant(name: str, factory: Any, codes: tuple[str, ...]) -> ModelCase:
+        return ModelCase(name, "paddle", factory, PADDLE_SIZES, mtp, frozenset(codes), factory.__doc__ or "")
+
     return [
         ModelCase("paddle-glm4-moe-mtp", "paddle", paddle_glm4_moe_mtp, PADDLE_SIZES,
-                  frozenset({"draft", "moe"}), description="tiny Paddle GLM4-MoE + GLM4 MTP draft", **CONFIG),
+                  mtp, description="tiny Paddle GLM4-MoE + GLM4 MTP draft", **CONFIG),
         ModelCase("paddle-qwen3-vl", "paddle", paddle_qwen3_vl, PADDLE_SIZES,
                   frozenset({"multimodal"}), description="tiny Paddle Qwen3-VL with deepstack", **CONFIG),
+        mutant("paddle-mutant-draft-cleared-after-release", paddle_mutant_draft_cleared_after_release, ("FDC201",)),
+        mutant("paddle-mutant-group-shutdown-first", paddle_mutant_group_shutdown_first, ("FDC202",)),
+        mutant("paddle-mutant-update-without-recapture", paddle_mutant_update_without_recapture, ("FDC204", "FDC304")),
     ]
 
 

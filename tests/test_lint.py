@@ -358,7 +358,7 @@ def test_fix_on_fastdeploy_tree_clears_every_legacy_warning(tmp_path: Path) -> N
 def test_configured_helpers_catch_the_reference_mutants(tmp_path: Path) -> None:
     """Cross-check with the runtime side: the reference runner's order mutants, linted with the
     repository's helper names configured, are caught statically; the good runner is clean."""
-    mutants = REPO / "fd_reference_models" / "mutants.py"
+    mutants = REPO / "fd_reference_models" / "runner_mutants.py"
     runner = REPO / "fd_reference_models" / "runner.py"
     if not (mutants.is_file() and runner.is_file()):
         pytest.skip("fd_reference_models/ does not exist yet")

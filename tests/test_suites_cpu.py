@@ -153,12 +153,12 @@ def test_memory_growth_criterion(held: list[int], resolution: int, leak: bool) -
 LOCAL_MUTANTS = '''
 import dataclasses
 
-from fd_reference_models import mutants
+from fd_reference_models import runner_mutants
 from fd_reference_models.cases import all_cases
 from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
 
 
-class EarlyReturnRunner(mutants.DraftGuardedByMainFlagRunner):
+class EarlyReturnRunner(runner_mutants.DraftGuardedByMainFlagRunner):
     """FastDeploy-style capture_model(): returns at once when use_cudagraph is off (graphs would
     come lazily on forward), with the draft clear guarded by the main flag besides."""
 

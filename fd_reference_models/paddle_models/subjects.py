@@ -67,19 +67,25 @@ class PaddleSubject:
         return self.runner.graphs()
 
 
-def _finish(runtime: Runtime, wrapper: Any, draft: Any | None, multimodal: bool = False) -> PaddleSubject:
-    runner = ReferenceModelRunner(runtime, wrapper, draft)
+def _finish(
+    runtime: Runtime, wrapper: Any, draft: Any | None, multimodal: bool = False,
+    runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner,
+) -> PaddleSubject:
+    runner = runner_cls(runtime, wrapper, draft)
     named = runner.named_parameters()
     load_weights(named, seeded_weights(named, seed=0))
     return PaddleSubject(runtime, wrapper, draft, runner, multimodal)
 
 
-def glm4_moe_subject(runtime: Runtime) -> PaddleSubject:
-    """GLM4-MoE with its MTP draft (the speculative-decoding setup of the MTP hang)."""
+def glm4_moe_subject(
+    runtime: Runtime, *, runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner
+) -> PaddleSubject:
+    """GLM4-MoE with its MTP draft (the speculative-decoding setup of the MTP hang); ``runner_cls``
+    swaps in a runner mutant from :mod:`fd_reference_models.runner_mutants`."""
     config = MoeConfig()
     main = Glm4MoeForCausalLM(config, runtime, GraphOptConfig(capture_sizes=MAIN_CAPTURE_SIZES))
     draft = Glm4MTPForCausalLM(config, main, GraphOptConfig(capture_sizes=DRAFT_CAPTURE_SIZES))
-    return _finish(runtime, main, draft)
+    return _finish(runtime, main, draft, runner_cls=runner_cls)
 
 
 def qwen3_vl_subject(runtime: Runtime) -> PaddleSubject:
