@@ -199,7 +199,7 @@ def test_ledger_tracks_restored_weights_and_clones_by_category(rt: TorchRuntime)
 def test_kept_weight_copies_grow_host_memory_per_cycle(rt: TorchRuntime) -> None:
     """FDC305's signal on CPU: a runner keeping a clone of its weights each cycle grows; one that
     does not keep them holds steady (restored weights replace the released ones)."""
-    from fd_conformance.suite.test_weight_cycle import grows
+    from fd_conformance.suite._support import grows
 
     def cycles(keep: bool) -> list[int]:
         params = [torch.nn.Parameter(torch.zeros(16, 16)) for _ in range(3)]

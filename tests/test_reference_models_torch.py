@@ -309,7 +309,7 @@ def test_gpu_twenty_weight_cycles_no_growth(cuda: object) -> None:
         held.append(cuda.memory_stats().allocated)
     # The suite's rule: beyond 1 MiB total, OR growth in every cycle (a tiny model's steady leak
     # stays under 1 MiB over 20 cycles but still grows each one). Cycle 0 warms allocators up.
-    from fd_conformance.suite.test_weight_cycle import grows
+    from fd_conformance.suite._support import grows
 
     assert not grows(held[1:], 1 << 20), held
     s.runner.clear_parameters()

@@ -143,7 +143,7 @@ def test_gpu_suites_pass_good_and_catch_mutants(tmp_path: Path) -> None:
     ],
 )
 def test_memory_growth_criterion(held: list[int], resolution: int, leak: bool) -> None:
-    from fd_conformance.suite.test_weight_cycle import grows
+    from fd_conformance.suite._support import grows
 
     assert grows(held, resolution) is leak
 

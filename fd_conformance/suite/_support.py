@@ -37,6 +37,16 @@ def settled_allocated(runtime: Runtime) -> int:
     return settled_memory(runtime).allocated
 
 
+def grows(held: list[int], resolution: int) -> bool:
+    """A leak: total growth beyond the resolution, or growth in EVERY cycle (at least two in a
+    row). A tiny model leaks less than the 1 MiB GPU resolution per cycle, but a correct one
+    allocates the same bytes each cycle after empty_cache(), so steady growth is the signature."""
+    if len(held) < 2:
+        return False
+    deltas = [b - a for a, b in zip(held, held[1:])]
+    return held[-1] - held[0] > resolution or (len(deltas) >= 2 and all(d > 0 for d in deltas))
+
+
 def models_of(subject: Any) -> list[tuple[str, Any]]:
     """("main", wrapper) and, when the case has one, ("draft", draft)."""
     models = [("main", subject.wrapper)]

@@ -15,6 +15,7 @@ from fd_conformance.suite._support import (
     compare_outputs,
     exception_finding,
     graphs_on,
+    grows,
     memory_resolution,
     recorded,
     recorder_findings,
@@ -26,16 +27,6 @@ from fd_conformance.verdict import CheckVerdict
 pytestmark = pytest.mark.conformance("weight_cycle")
 
 STALE_HINT = "capture again after update_parameters(): reloaded weights live at new addresses"
-
-
-def grows(held: list[int], resolution: int) -> bool:
-    """A leak: total growth beyond the resolution, or growth in EVERY cycle (at least two in a
-    row). A tiny model leaks less than the 1 MiB GPU resolution per cycle, but a correct one
-    allocates the same bytes each cycle after empty_cache(), so steady growth is the signature."""
-    if len(held) < 2:
-        return False
-    deltas = [b - a for a, b in zip(held, held[1:])]
-    return held[-1] - held[0] > resolution or (len(deltas) >= 2 and all(d > 0 for d in deltas))
 
 
 def test_weight_cycle(
