@@ -10,9 +10,13 @@ either spelling is the method, under both names.** A subclass that overrides onl
 ``clear_grpah_opt_backend`` of a base that defined both therefore wins for callers of
 ``clear_graph_opt_backend`` too -- once the alias is installed on the base (or the subclass).
 Without the alias, plain Python would run the base's stale canonical method; :func:`check_protocol`
-reports that split as FDC003. A method whose body only forwards to the other spelling on ``self``
+reports that split as FDC003. A method whose body only forwards to a spelling on ``self``
 (``return self.clear_graph_opt_backend()``) is a shim, not a definition: it never wins, and a
-class defining a real body plus such a shim is consistent.
+class defining a real body plus such a shim is consistent. A class whose clear methods are ALL
+shims (a legacy name forwarding to a canonical name nothing defines, the reverse, or two names
+forwarding to each other) defines nothing: FDC001, exactly like a class without the method. One
+whose real body exists but is out of reach of the engine's call (a shim in the way that forwards
+to a missing name or back to itself) is FDC001 too, naming the shim.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ class ProtocolError(UsageError):
 # The kit, not Python's warning filter, decides "once", so tests with simplefilter("always")
 # see exactly one warning and users with default filters see no repeats either.
 _WARNED_LEGACY_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
-_WARNED_NEAR_MISS_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+_WARNED_NONCONFORMING_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()  # near-miss, shims only
 _WARNED_CALL_SITES: set[tuple[str, int]] = set()
 
 
@@ -146,7 +150,7 @@ _SHIM_RETURNS = (("RETURN_VALUE",), ("POP_TOP", "RETURN_CONST"), ("POP_TOP", "LO
 
 
 def _is_self_shim(defn: _Definition) -> bool:
-    """True when the whole body is ``[return] self.<other spelling>(...)``: it forwards, it does not define.
+    """True when the whole body is ``[return] self.<a spelling>(...)``: it forwards, it does not define.
 
     Only the exact one-call shape counts: a body that clears the draft and THEN calls the other
     spelling is a real definition (treating it as a shim would route calls past its own work and
@@ -154,55 +158,75 @@ def _is_self_shim(defn: _Definition) -> bool:
     delegating to its inner model) is a real body too. The AST decides when source is available;
     bytecode of exactly load-self/load-attr/call/return decides otherwise.
     """
+    return _shim_target(defn) is not None
+
+
+def _shim_target(defn: _Definition) -> str | None:
+    """The spelling a shim forwards to on its receiver, or None for a real body.
+
+    The other spelling is the usual target; the shim's own spelling counts too: forwarding to
+    itself (``clear_grpah_opt_backend = clear_graph_opt_backend`` over a body that calls
+    ``self.clear_grpah_opt_backend()``) is a recursion, not a definition.
+    """
     func = defn.function
     code = getattr(func, "__code__", None)
     if code is None or code.co_argcount == 0 or isinstance(defn.entry, staticmethod):
-        return False
+        return None
     receiver = code.co_varnames[0]
-    verdict = _ast_is_shim(func, receiver, _other(defn.spelling))
-    if verdict is not None:
-        return verdict
-    return _bytecode_is_shim(code, receiver, _other(defn.spelling))
+    forward = _ast_forward(func, receiver)
+    if forward is _NO_SOURCE:
+        forward = _bytecode_forward(code, receiver)
+    return forward if forward in SPELLINGS else None
 
 
-def _ast_is_shim(func: Any, receiver: str, target: str) -> bool | None:
-    """The AST verdict, or None when the source cannot be read or parsed (exec'd, lambdas, .pyc only)."""
+_NO_SOURCE = object()
+
+
+def _ast_forward(func: Any, receiver: str) -> Any:
+    """The attribute an exact one-call forwarding body calls on ``receiver`` (None: a real body);
+    ``_NO_SOURCE`` when the source cannot be read or parsed (exec'd, lambdas, .pyc only)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
+        return _NO_SOURCE
     node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if node is None or node.name != func.__name__:
-        return None
+        return _NO_SOURCE
     body = list(node.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]  # the docstring
     if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)):
-        return False
+        return None
     call = body[0].value
     if not isinstance(call, ast.Call):
-        return False
+        return None
     callee = call.func
-    if not (isinstance(callee, ast.Attribute) and callee.attr == target
-            and isinstance(callee.value, ast.Name) and callee.value.id == receiver):
-        return False
+    if not (isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name)
+            and callee.value.id == receiver):
+        return None
     # Arguments are forwarded as they came: names and constants only, nothing that runs code.
     args = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
     args += [k.value for k in call.keywords]
-    return all(isinstance(a, (ast.Name, ast.Constant)) for a in args)
+    return callee.attr if all(isinstance(a, (ast.Name, ast.Constant)) for a in args) else None
 
 
-def _bytecode_is_shim(code: types.CodeType, receiver: str, target: str) -> bool:
-    """Exactly: load receiver, load attribute ``target``, argument loads, one call, return."""
+def _ast_is_shim(func: Any, receiver: str, target: str) -> bool | None:
+    """The AST verdict, or None when the source cannot be read or parsed (exec'd, lambdas, .pyc only)."""
+    forward = _ast_forward(func, receiver)
+    return None if forward is _NO_SOURCE else forward == target
+
+
+def _bytecode_forward(code: types.CodeType, receiver: str) -> str | None:
+    """Exactly: load receiver, load an attribute, argument loads, one call, return -> that attribute."""
     ops = [i for i in dis.get_instructions(code) if i.opname not in _SHIM_FILLER]
     if len(ops) < 3:
-        return False
+        return None
     load_self, load_attr = ops[0], ops[1]
     if load_self.opname not in _SHIM_RECEIVER_LOADS or load_self.argval != receiver:
-        return False
-    if load_attr.opname not in _SHIM_ATTR_LOADS or load_attr.argval != target:
-        return False
+        return None
+    if load_attr.opname not in _SHIM_ATTR_LOADS or not isinstance(load_attr.argval, str):
+        return None
     rest = [i.opname for i in ops[2:]]
     for tail in _SHIM_RETURNS:
         if tuple(rest[-len(tail):]) != tail:
@@ -211,8 +235,13 @@ def _bytecode_is_shim(code: types.CodeType, receiver: str, target: str) -> bool:
         if not middle or middle[-1] not in _SHIM_CALLS:
             continue
         if all(op in _SHIM_ARG_OPS for op in middle[:-1]):
-            return True
-    return False
+            return load_attr.argval
+    return None
+
+
+def _bytecode_is_shim(code: types.CodeType, receiver: str, target: str) -> bool:
+    """Exactly: load receiver, load attribute ``target``, argument loads, one call, return."""
+    return _bytecode_forward(code, receiver) == target
 
 
 def _own_definitions(klass: type) -> list[_Definition]:
@@ -231,14 +260,78 @@ def _own_definitions(klass: type) -> list[_Definition]:
 
 
 def _resolve(cls: type) -> _Definition | None:
-    """The most-derived non-shim definition under either spelling (the inheritance rule)."""
-    first: _Definition | None = None
+    """The most-derived non-shim definition under either spelling (the inheritance rule).
+
+    None when there is none: no method at all, or only shims forwarding to names nothing defines
+    (or to each other) -- calling one raises AttributeError or RecursionError, never clears.
+    """
     for klass in cls.__mro__:
         for defn in _own_definitions(klass):
-            first = first or defn
             if not _is_self_shim(defn):
                 return defn
-    return first  # only shims: return the nearest, the call will show the recursion
+    return None
+
+
+def _shims(cls: type) -> list[_Definition]:
+    """Every forwarding shim in the MRO, most-derived first (what an all-shim class consists of)."""
+    return [d for klass in cls.__mro__ for d in _own_definitions(klass) if _is_self_shim(d)]
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """Where a plain call under one spelling ends: a real body, or a broken forwarding chain."""
+
+    body: _Definition | None  # None: the chain ends at a missing name or loops
+    chain: tuple[_Definition, ...]  # the shims passed on the way, in call order
+    missing: str | None  # the name the last shim forwards to that nothing defines; None for a loop
+
+
+def _reach(cls: type, spelling: str) -> _Reach | None:
+    """Follow what plain Python does when ``instance.<spelling>()`` is called (None: no such name).
+
+    Shims forward to a name on ``self``, looked up again from ``cls``; a name already passed is a
+    loop (RecursionError at run time). An installed alias resolves by the inheritance rule.
+    """
+    defn = _plain_lookup(cls, spelling)
+    if defn is None:
+        return None
+    chain: list[_Definition] = []
+    while True:
+        target = _shim_target(defn)
+        if target is None:
+            return _Reach(defn, tuple(chain), None)
+        if defn in chain:
+            return _Reach(None, tuple(chain), None)
+        chain.append(defn)
+        nxt = _plain_lookup(cls, target)
+        if nxt is None:
+            return _Reach(None, tuple(chain), target)
+        defn = nxt
+
+
+def _engine_reach(cls: type) -> _Reach | None:
+    """The engine's call (canonical, else the legacy name, as the kit's suites call it)."""
+    return _reach(cls, CANONICAL) or _reach(cls, LEGACY)
+
+
+def resolve_clear_method(obj: object) -> Callable[[], Any] | None:
+    """The clear method an engine's call on ``obj`` reaches as Python resolves it (no alias added).
+
+    ``getattr(obj, CANONICAL)``, else ``getattr(obj, LEGACY)``; None when neither name exists, or
+    when the name found only forwards to a name nothing defines (or back to itself), so calling
+    it would raise AttributeError / RecursionError instead of clearing. No side effects: for
+    callers (the suites) that must not call a method that cannot work. For a class, the function.
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    for spelling in SPELLINGS:
+        reach = _reach(cls, spelling)
+        if reach is None:
+            continue
+        if reach.body is None:
+            return None
+        method = getattr(obj, spelling, None)
+        return method if callable(method) else None
+    return None
 
 
 def _called_from(defn: _Definition, frame: types.FrameType | None) -> bool:
@@ -400,20 +493,24 @@ def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel
     """Whether ``obj`` (instance or class) can be cleared through ``clear_graph_opt_backend()``.
 
     A legacy-only class conforms: the alias is installed (so the TypeIs promise holds) and its
-    author is told once. A near-miss name does not conform and earns a prescriptive warning.
+    author is told once. A near-miss name does not conform and earns a prescriptive warning; so
+    do clear methods that are all forwarding shims, and a clear name whose call cannot reach the
+    real body (a shim in the way forwarding to a missing name): FDC001 in :func:`check_protocol`,
+    never the legacy DeprecationWarning (a rename would not fix them).
     """
     cls = obj if isinstance(obj, type) else type(obj)
     defn = _resolve(cls)
     if defn is None:
         misses = _near_misses(obj)
-        if misses and cls not in _WARNED_NEAR_MISS_CLASSES:
-            _WARNED_NEAR_MISS_CLASSES.add(cls)
-            warnings.warn(
-                f"{cls.__qualname__} defines {', '.join(n + '()' for n in misses)}, a near-miss of "
-                f"{CANONICAL}(); rename it to {CANONICAL} or the engine cannot clear its graphs",
-                GraphOptProtocolWarning,
-                stacklevel=2,
-            )
+        shims = _shims(cls)
+        if misses:
+            _warn_nonconforming(cls, f"{cls.__qualname__} defines {', '.join(n + '()' for n in misses)}, a "
+                                     f"near-miss of {CANONICAL}(); rename it to {CANONICAL} or the engine "
+                                     f"cannot clear its graphs")
+        elif shims:
+            _warn_nonconforming(cls, f"{cls.__qualname__}: {_describe_shims(shims)}, and no body destroys a "
+                                     f"graph; define {CANONICAL}(self) with the clearing or the engine cannot "
+                                     f"clear its graphs")
         return False
     if defn.spelling == LEGACY and not isinstance(cls.__dict__.get(CANONICAL), _GraphOptDispatch):
         try:
@@ -421,7 +518,25 @@ def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel
         except ProtocolError:
             return False
         _warn_legacy_class(defn.owner, stacklevel=2)
+    reach = _engine_reach(cls)
+    if reach is not None and reach.body is None:
+        broken = _unreachable(cls, reach, defn)
+        _warn_nonconforming(cls, f"{broken.message}; {broken.hint}")
+        return False
     return callable(getattr(obj, CANONICAL, None))
+
+
+def _warn_nonconforming(cls: type, message: str) -> None:
+    """One prescriptive GraphOptProtocolWarning per class (the kit decides "once")."""
+    if cls in _WARNED_NONCONFORMING_CLASSES:
+        return
+    _WARNED_NONCONFORMING_CLASSES.add(cls)
+    warnings.warn(message, GraphOptProtocolWarning, stacklevel=3)
+
+
+def _describe_shims(shims: list[_Definition]) -> str:
+    """``A.clear_grpah_opt_backend only forwards to self.clear_graph_opt_backend()`` for each shim."""
+    return "; ".join(f"{d.qualname} only forwards to self.{_shim_target(d)}()" for d in shims)
 
 
 # --------------------------------------------------------------------------- check_protocol
@@ -524,20 +639,22 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
     canonical = _plain_lookup(cls, CANONICAL)
     legacy = _plain_lookup(cls, LEGACY)
     if canonical is None and legacy is None:
-        findings.append(make_finding(
-            "FDC001",
-            f"{name} has no {CANONICAL}() under either spelling, own or inherited: the engine cannot "
-            f"destroy its captured graphs before releasing weights (RL weight sync hangs or leaks)",
-            f"add `def {CANONICAL}(self) -> None:` to {name} that destroys every graph it owns, e.g. "
-            f"`self.model.{CANONICAL}()` for a wrapper around a @support_graph_optimization model",
-            _class_location(cls),
-        ))
+        findings.append(_missing(cls))
         return findings
 
     for defn in (d for d in (canonical, legacy) if d is not None):
         if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
             findings.append(_not_callable(name, defn.spelling, defn.entry, defn.location))
             return findings
+
+    real = _resolve(cls)
+    if real is None:  # only forwarding shims: nothing to forward to, so nothing is defined
+        findings.append(_missing(cls, shims=_shims(cls)))
+        return findings
+    reach = _engine_reach(cls)
+    if reach is not None and reach.body is None:
+        findings.append(_unreachable(cls, reach, real))
+        return findings
 
     if canonical is not None and legacy is not None and not _same_body(canonical, legacy):
         if not (_is_self_shim(canonical) or _is_self_shim(legacy)):
@@ -552,8 +669,7 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
             ))
             return findings
 
-    effective = _resolve(cls) or canonical or legacy
-    assert effective is not None
+    effective = real
     if effective.spelling == LEGACY:
         findings.append(make_finding(
             "FDC002",
@@ -578,6 +694,38 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
 
 
 _MISSING = object()
+
+
+def _missing(cls: type, shims: list[_Definition] | None = None) -> Finding:
+    """FDC001, one message for "no method" and "only shims" (a shim with no target defines nothing)."""
+    name = cls.__qualname__
+    detail = (f"; its only clear methods are forwarding shims ({_describe_shims(shims)}), so a call raises "
+              f"AttributeError or recurses" if shims else "")
+    return make_finding(
+        "FDC001",
+        f"{name} has no {CANONICAL}() under either spelling, own or inherited: the engine cannot "
+        f"destroy its captured graphs before releasing weights (RL weight sync hangs or leaks){detail}",
+        f"add `def {CANONICAL}(self) -> None:` to {name} that destroys every graph it owns, e.g. "
+        f"`self.model.{CANONICAL}()` for a wrapper around a @support_graph_optimization model",
+        _class_location(cls),
+    )
+
+
+def _unreachable(cls: type, reach: _Reach, real: _Definition) -> Finding:
+    """FDC001 for a real body that the engine's call cannot reach: a shim in the way forwards to a
+    missing name or loops. The kit's alias would reach it; an engine without the alias crashes."""
+    name, shim = cls.__qualname__, reach.chain[0]
+    end = (f"which {name} does not define (AttributeError)" if reach.missing
+           else f"a forwarding loop back to {shim.spelling} (RecursionError)")
+    return make_finding(
+        "FDC001",
+        f"{name}: the engine's {shim.spelling}() call reaches {shim.describe()}, which only forwards to "
+        f"self.{_shim_target(shim)}(), {end}; the real body {real.describe()} is never reached, so the "
+        f"engine cannot destroy {name}'s captured graphs",
+        f"delete the forwarding {shim.qualname} so the inherited {real.qualname} is reached, or forward "
+        f"to a name that exists (e.g. `super().{shim.spelling}()`)",
+        shim.location,
+    )
 
 
 def _not_callable(name: str, spelling: str, value: object, loc: Location) -> Finding:

@@ -6,9 +6,14 @@ that record what ran, so "reaches the same method" is observed, not assumed.
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
+import sys
+import types
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -550,3 +555,141 @@ def test_underscored_private_helpers_are_not_near_misses() -> None:
 
     assert codes(Helper) == ["FDC004"]
     assert "'_clear_graph_opt_backed'" in check_protocol(Helper)[0].message
+
+
+# --------------------------------------------------------------------------- forwarding shims (issue 13, defect 4)
+# Wrappers written outside the kit (tests/fixtures/outside/shim_wrappers.py, vLLM-style nn.Modules
+# around ``self.backbone``), loaded as a fresh module per test: fresh classes, fresh "once" state.
+OUTSIDE = Path(__file__).parent / "fixtures" / "outside"
+_loaded = itertools.count()
+
+
+def outside(name: str) -> types.ModuleType:
+    pytest.importorskip("torch")
+    module_name = f"outside_{name}_{next(_loaded)}"
+    spec = importlib.util.spec_from_file_location(module_name, OUTSIDE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # inspect finds class sources through sys.modules
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # @graph_opt_model on a legacy-named body
+        spec.loader.exec_module(module)
+    return module
+
+
+MISSING_MESSAGE = (f"has no {CANONICAL}() under either spelling, own or inherited: the engine cannot destroy its "
+                   f"captured graphs before releasing weights (RL weight sync hangs or leaks)")
+
+
+@pytest.mark.parametrize(
+    ("cls_name", "forwarder"),
+    [
+        ("OrionForCausalLM", f"OrionForCausalLM.{LEGACY} only forwards to self.{CANONICAL}()"),
+        ("OrionDraftForCausalLM", f"OrionDraftForCausalLM.{CANONICAL} only forwards to self.{LEGACY}()"),
+        ("PingPongForCausalLM", f"PingPongForCausalLM.{LEGACY} only forwards to self.{CANONICAL}()"),
+        ("EchoForCausalLM", f"EchoForCausalLM.{CANONICAL} only forwards to self.{LEGACY}()"),
+    ],
+)
+def test_class_of_only_forwarding_shims_is_fdc001_like_a_missing_method(cls_name: str, forwarder: str) -> None:
+    """Before the fix: FDC002 (legacy shim), or no finding at all (canonical shim, loops), and
+    supports_graph_opt() True -- then the suites' clear raised a raw AttributeError / RecursionError."""
+    cls = getattr(outside("shim_wrappers"), cls_name)
+    model = cls()
+    with pytest.raises((AttributeError, RecursionError)):  # what the engine's call really does
+        (getattr(model, CANONICAL, None) or getattr(model, LEGACY))()
+
+    class Plain:
+        pass
+
+    usual = check_protocol(Plain)[0]
+    for target in (cls, model):
+        findings = check_protocol(target)
+        assert [f.code for f in findings] == ["FDC001"], [f.format() for f in findings]
+        finding = findings[0]
+        assert finding.severity is Severity.ERROR
+        assert finding.message.startswith(f"{cls_name} {MISSING_MESSAGE}")  # the usual message ...
+        assert forwarder in finding.message  # ... naming the shim that hides nothing
+        assert finding.hint == usual.hint.replace(Plain.__qualname__, cls_name)  # the usual fix
+        assert finding.location.path == str(OUTSIDE / "shim_wrappers.py") and "\n" not in finding.format()
+    with recorded() as caught:
+        assert not supports_graph_opt(cls) and not supports_graph_opt(model)
+    assert deprecations(caught) == []  # not told a rename would do
+    prescriptive = [str(w.message) for w in caught if issubclass(w.category, GraphOptProtocolWarning)]
+    assert len(prescriptive) == 1 and forwarder in prescriptive[0] and f"define {CANONICAL}(self)" in prescriptive[0]
+    assert not any(type(v).__name__ == "_GraphOptDispatch" for v in vars(cls).values())  # no alias installed
+    with pytest.raises(ProtocolError, match="FDC001"):
+        install_legacy_alias(cls)
+    with pytest.raises(ProtocolError, match="FDC001"):
+        graph_opt_model(cls)
+
+
+def test_shim_in_front_of_an_inherited_body_that_it_cannot_reach_is_fdc001() -> None:
+    """The base clears under the canonical name; the subclass overrides it with a forward to the
+    legacy name the base no longer has. Before the fix: no finding, supports_graph_opt() True."""
+    mod = outside("shim_wrappers")
+    cls = mod.OrionChatForCausalLM
+    with pytest.raises(AttributeError):
+        cls().clear_graph_opt_backend()
+    findings = check_protocol(cls)
+    assert [f.code for f in findings] == ["FDC001"], [f.format() for f in findings]
+    msg = findings[0].message
+    assert f"OrionChatForCausalLM.{CANONICAL}" in msg and f"self.{LEGACY}(), which OrionChatForCausalLM does not define" in msg
+    assert f"OrionBase.{CANONICAL}" in msg  # the real body it hides
+    assert f"delete the forwarding OrionChatForCausalLM.{CANONICAL}" in findings[0].hint
+    assert findings[0].location.obj == f"OrionChatForCausalLM.{CANONICAL}"
+    with recorded() as caught:
+        assert not supports_graph_opt(cls())
+    assert len([w for w in caught if issubclass(w.category, GraphOptProtocolWarning)]) == 1
+    assert deprecations(caught) == []
+    # The kit's alias routes past the shim (most-derived REAL definition wins): then it conforms.
+    with legacy_alias(cls):
+        assert codes(cls) == []
+        model = cls()
+        model.backbone.capture(4)
+        model.clear_graph_opt_backend()
+        assert model.backbone.captured == {}
+
+
+def test_real_bodies_next_to_shims_and_kit_decorated_outside_classes_keep_conforming() -> None:
+    """Negative controls: delegating to ``self.backbone`` is a body; a shim with a target is a shim;
+    the kit's decorator and alias keep working on outside classes."""
+    mod = outside("shim_wrappers")
+    assert codes(mod.TidalForCausalLM) == [] and codes(mod.TidalForCausalLM()) == []
+    assert codes(mod.TidalCompatForCausalLM) == []
+    assert codes(mod.TidalLegacyForCausalLM) == ["FDC002"]
+    assert codes(mod.TidalKitForCausalLM) == ["FDC002"]  # the real body keeps the old name
+    with recorded() as caught:
+        for cls in (mod.TidalForCausalLM, mod.TidalCompatForCausalLM, mod.TidalKitForCausalLM):
+            model = cls()
+            assert supports_graph_opt(model)
+            for spelling in (CANONICAL, LEGACY) if hasattr(model, LEGACY) else (CANONICAL,):
+                model.backbone.capture(2)
+                getattr(model, spelling)()
+                assert model.backbone.captured == {}, (cls, spelling)
+        legacy_only = mod.TidalLegacyForCausalLM
+        undo = install_legacy_alias(legacy_only)
+        model = legacy_only()
+        model.backbone.capture(1)
+        model.clear_graph_opt_backend()
+        assert model.backbone.captured == {} and codes(legacy_only) == ["FDC002"]
+        undo()
+    assert [w for w in caught if issubclass(w.category, GraphOptProtocolWarning)] == []
+
+
+def test_resolve_clear_method_is_none_exactly_when_the_engine_call_cannot_clear() -> None:
+    """What the suites need before calling a wrapper's clear: no side effects, no alias."""
+    from fd_conformance.protocol import resolve_clear_method
+
+    mod = outside("shim_wrappers")
+    for broken in ("OrionForCausalLM", "OrionDraftForCausalLM", "PingPongForCausalLM", "EchoForCausalLM",
+                   "OrionChatForCausalLM"):
+        assert resolve_clear_method(getattr(mod, broken)()) is None, broken
+    assert resolve_clear_method(object()) is None
+    for good in ("TidalForCausalLM", "TidalLegacyForCausalLM", "TidalCompatForCausalLM", "TidalKitForCausalLM"):
+        model = getattr(mod, good)()
+        method = resolve_clear_method(model)
+        assert method is not None, good
+        model.backbone.capture(8)
+        method()
+        assert model.backbone.captured == {}, good
+    assert CANONICAL not in vars(mod.TidalLegacyForCausalLM)  # no side effect: no alias was installed
