@@ -157,23 +157,55 @@ def _size_problems(sizes: Sequence[Any]) -> list[str]:
     return problems
 
 
+def _size_hint(name: str) -> str:
+    return (f"post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep "
+            f"at least one size while graphs are on")
+
+
 def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
-    findings = []
+    """FDC402 on the list the runner captures now (decode sizes with decode graphs on, prefill
+    sizes with prefill graphs on); a list whose graphs are off is FDC406's, a warning."""
     in_use = v.sizes_in_use
+    if in_use is None:
+        return []
+    name, sizes = in_use
+    problems = _size_problems(list(sizes)) if sizes is not None else []
+    # None (unset, not post-processed) captures nothing, exactly like []: same finding.
+    if not sizes:
+        problems.append("empty while its graphs are on")
+    if not problems:
+        return []
+    return [make_finding(
+        "FDC402",
+        f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
+        _size_hint(name),
+        loc,
+    )]
+
+
+def _rule_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
+    """FDC406 (warning): a malformed list nothing captures now. FastDeploy's own default prefill
+    list holds its max size twice while prefill graphs are off; flipping the flag later would
+    capture it as is, so it is reported, but it breaks nothing today and never fails a gate."""
+    in_use = v.sizes_in_use
+    findings = []
     for name in ("cudagraph_capture_sizes", "cudagraph_capture_sizes_prefill"):
         sizes = getattr(v, name)
-        problems = _size_problems(list(sizes)) if sizes is not None else []
-        # None (unset, not post-processed) captures nothing, exactly like []: same finding.
-        if not sizes and in_use is not None and in_use[0] == name:
-            problems.append("empty while its graphs are on")
-        if problems:
-            findings.append(make_finding(
-                "FDC402",
-                f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
-                f"post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep "
-                f"at least one size while graphs are on",
-                loc,
-            ))
+        if (in_use is not None and in_use[0] == name) or not sizes:
+            continue  # the list in use is FDC402's; an empty unused list captures nothing, rightly
+        problems = _size_problems(list(sizes))
+        if not problems:
+            continue
+        off = ("graphs are off (use_cudagraph=False)" if not v.use_cudagraph
+               else "prefill graphs are off (cudagraph_only_prefill=False)" if name.endswith("_prefill")
+               else "decode graphs are off (cudagraph_only_prefill=True)")
+        findings.append(make_finding(
+            "FDC406",
+            f"{name}={list(sizes)} has {', '.join(problems)}; not captured now ({off}), but a flag "
+            f"flipped later captures it as is",
+            _size_hint(name),
+            loc,
+        ))
     return findings
 
 
@@ -229,6 +261,7 @@ def _rule_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
 RULES: dict[str, RuleFn] = {
     "FDC401": _rule_cpu_cache_prefill_graphs,
     "FDC402": _rule_capture_size_shape,
+    "FDC406": _rule_unused_capture_size_shape,
     "FDC403": _rule_speculative_step,
     "FDC404": _rule_rl_dynamic_graph,
     "FDC405": _rule_tp_divisible,
@@ -236,7 +269,10 @@ RULES: dict[str, RuleFn] = {
 
 
 def check_config(cfg: object, *, where: str | None = None) -> list[Finding]:
-    """Every graph-opt invariant ``cfg`` (post-processed) breaks; empty when it is sound."""
+    """Every graph-opt invariant ``cfg`` (post-processed) breaks; empty when it is sound.
+
+    Errors gate; the one warning (FDC406) is a malformed capture-size list that is not in use.
+    """
     view = GraphOptView.of(cfg)
     loc = Location(obj=where or type(cfg).__qualname__)
     return [finding for rule in RULES.values() for finding in rule(view, loc)]
@@ -331,7 +367,8 @@ def assert_postprocessor_preserves_invariants(
     codes: Collection[str] | None = None,
     max_examples: int = 300,
 ) -> None:
-    """Property-test an engine's config post-processor against :data:`RULES`.
+    """Property-test an engine's config post-processor against :data:`RULES` (error findings;
+    warnings such as FDC406 never fail it).
 
     ``build(raw)`` makes the engine's config object (default: an FDConfig-shaped namespace);
     ``postprocess(cfg)`` adjusts it in place or returns the result. Raises
@@ -353,7 +390,9 @@ def assert_postprocessor_preserves_invariants(
         except Exception as err:  # a crash on a valid raw config is a failure too, shrunk the same way
             return [], err
         found = check_config(cfg if out is None else out)
-        return [f for f in found if codes is None or f.code in codes], None
+        # Warnings (FDC406: a malformed list whose graphs are off) are reported by check_config
+        # and never break the property: they break nothing the engine captures.
+        return [f for f in found if f.is_error and (codes is None or f.code in codes)], None
 
     def breaks(raw: RawGraphOptConfig) -> bool:
         findings, error = run(raw)

@@ -122,10 +122,11 @@ register_rule("FDC304", E, "outputs after the weight cycle differ from eager wit
 register_rule("FDC305", E, "memory grows across weight-update cycles", "suite")
 # Config invariants (fd_conformance.config_rules).
 register_rule("FDC401", E, "prefill CUDA graphs on while a CPU cache swaps layer by layer (num_cpu_blocks > 0)", "config")
-register_rule("FDC402", E, "capture sizes not unique, positive and sorted descending, or empty with graphs on", "config")
+register_rule("FDC402", E, "capture sizes in use not unique, positive and sorted descending, or empty with graphs on", "config")
 register_rule("FDC403", E, "MTP decode capture sizes not multiples of the tokens per step (num_speculative_tokens + 1)", "config")
 register_rule("FDC404", E, "static graph (graph_opt_level > 0) with RL dynamic weight loading", "config")
 register_rule("FDC405", E, "capture size not divisible by the TP size under sequence-parallel MoE (hangs)", "config")
+register_rule("FDC406", W, "capture sizes malformed (as FDC402) in a list not in use: its graphs are off", "config")
 # Isolation (fd_conformance.isolation).
 register_rule("FDC501", E, "check hung and was killed by the watchdog", "isolation")
 register_rule("FDC502", E, "check's worker process crashed", "isolation")

@@ -22,6 +22,7 @@ from fd_conformance.config_rules import (
 )
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import RULES as REGISTERED
+from fd_conformance.findings import Severity
 from fd_reference_models.config import (
     MUTANTS,
     CacheConfig,
@@ -129,9 +130,59 @@ def test_malformed_capture_sizes_are_fdc402(sizes: list[Any], problem: str) -> N
 
 
 def test_fdc402_checks_prefill_sizes_and_passes_good_lists() -> None:
-    assert codes(fd(prefill_sizes=[1, 8])) == ["FDC402"]
+    assert codes(fd(only_prefill=True, prefill_sizes=[1, 8])) == ["FDC402"]  # prefill graphs on: in use
+    assert codes(fd(prefill_sizes=[1, 8])) == ["FDC406"]  # prefill graphs off: a warning only
     assert codes(fd(sizes=[512, 16, 1])) == []
     assert codes(fd(use_cudagraph=False, sizes=[])) == []  # empty is fine while graphs are off
+
+
+def fastdeploy_default(prefill_order: str) -> FDConfig:
+    """FastDeploy's real default after post-processing: decode CUDA graphs on, prefill graphs off,
+    and a prefill list built as a size ladder with the max capture shape appended although the
+    ladder already ends there -- so the max appears twice (issue 13, defect 8)."""
+    max_prefill = 512
+    ladder = [2**i for i in range(10)]  # 1 .. 512
+    prefill = sorted([*ladder, max_prefill], reverse=prefill_order == "descending")
+    assert prefill.count(max_prefill) == 2
+    return fd(use_cudagraph=True, only_prefill=False, sizes=[64, 32, 16, 8, 4, 2, 1], prefill_sizes=prefill)
+
+
+@pytest.mark.parametrize("prefill_order", ["ascending", "descending"])
+def test_duplicate_in_unused_prefill_list_of_fastdeploy_default_is_only_a_warning(prefill_order: str) -> None:
+    """Before the fix: FDC402 (an error) on FastDeploy's own default config, whose prefill list is
+    never captured while prefill graphs are off."""
+    findings = check_config(fastdeploy_default(prefill_order), where="FastDeploy default")
+    assert [f for f in findings if f.is_error] == [], [f.format() for f in findings]
+    assert [f.code for f in findings] == ["FDC406"]
+    warning = findings[0]
+    assert warning.severity is Severity.WARNING
+    assert "cudagraph_capture_sizes_prefill=[" in warning.message and "duplicates" in warning.message
+    assert "prefill graphs are off (cudagraph_only_prefill=False)" in warning.message
+    assert warning.location.obj == "FastDeploy default"
+    # The property helper gates on errors only: a post-processor producing this shape passes.
+    assert_postprocessor_preserves_invariants(lambda cfg: fastdeploy_default(prefill_order),
+                                              FDConfig.from_raw, max_examples=10)
+
+
+def test_duplicate_in_the_list_in_use_is_still_fdc402() -> None:
+    """The same duplicated list is an error as soon as its graphs are on, and the decode list is
+    judged the same way: only which list is in use changes the verdict."""
+    fd_default = fastdeploy_default("descending")
+    fd_default.graph_opt_config.cudagraph_only_prefill = True  # prefill graphs on: the list is captured
+    bad = check_config(fd_default)
+    assert [f.code for f in bad] == ["FDC402"] and bad[0].is_error
+    assert "cudagraph_capture_sizes_prefill=[512, 512," in bad[0].message and "duplicates" in bad[0].message
+    decode = check_config(fd(sizes=[64, 64, 1], prefill_sizes=[8, 8]))  # decode graphs on
+    assert [(f.code, f.severity) for f in decode] == [("FDC402", Severity.ERROR), ("FDC406", Severity.WARNING)]
+    assert "cudagraph_capture_sizes=[64, 64, 1]" in decode[0].message
+    assert "cudagraph_capture_sizes_prefill=[8, 8]" in decode[1].message
+    # The decode list unused (prefill graphs on) or every graph off: warnings, never errors.
+    assert codes(fd(only_prefill=True, sizes=[1, 1])) == ["FDC406"]
+    off = check_config(fd(use_cudagraph=False, sizes=[4, 4], prefill_sizes=[1, 2]))
+    assert [f.code for f in off] == ["FDC406", "FDC406"] and not any(f.is_error for f in off)
+    assert all("graphs are off (use_cudagraph=False)" in f.message for f in off)
+    with pytest.raises(InvariantViolation, match="FDC402 cudagraph_capture_sizes_prefill=.512, 512"):
+        assert_postprocessor_preserves_invariants(lambda cfg: fd_default, FDConfig.from_raw, max_examples=10)
 
 
 def test_unset_capture_sizes_with_graphs_on_are_fdc402() -> None:
