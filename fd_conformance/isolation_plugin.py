@@ -131,7 +131,6 @@ class IsolationController:
         self.mode = "off" if self.in_worker else str(config.getoption("fd_isolate", "marked"))
         self.timeouts: dict[str, float] = {}
         self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
-        self.next_isolated: dict[str, str | None] = {}
         self.watchdog: Watchdog | None = None
         self.extras: dict[str, dict[str, Any]] = {}
         self.partial: dict[str, ResultRecord] = {}
@@ -192,7 +191,7 @@ class IsolationController:
         self.watchdog.prestart()
 
     # --- collection -------------------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)  # after deselection, so "next isolated item" is what really runs next
+    @pytest.hookimpl(trylast=True)  # after deselection: only items that really run are isolated
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         timeout_plugin = self.config.pluginmanager.hasplugin("timeout")
         isolated: list[pytest.Item] = []
@@ -208,8 +207,6 @@ class IsolationController:
                 self.paths.add(str(item.path))
             if timeout_plugin:  # our watchdog owns this item's clock (see module docstring)
                 item.add_marker(pytest.mark.timeout(0), append=False)
-        for current, following in zip(isolated, isolated[1:] + [None]):
-            self.next_isolated[current.nodeid] = following.nodeid if following is not None else None
         if self.in_worker or not self.prestart_allowed:
             return
         if not isolated:
@@ -241,7 +238,11 @@ class IsolationController:
             return None  # in-process, pytest as usual
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         started = time.time()
-        result = self._ensure_watchdog().run(("item", item.nodeid, self.next_isolated.get(item.nodeid)), self.timeouts[item.nodeid])
+        # The real ``nextitem`` of THIS session: under xdist each worker runs its own order, so
+        # a "next item" precomputed in collection order would make the isolation worker keep
+        # module setup for an item that never comes to it.
+        following = nextitem.nodeid if nextitem is not None else None
+        result = self._ensure_watchdog().run(("item", item.nodeid, following), self.timeouts[item.nodeid])
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d) for d in result.reports]
         self.extras[item.nodeid] = {
             "isolated": True,

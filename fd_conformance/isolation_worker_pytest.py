@@ -3,9 +3,10 @@
 Like an xdist worker (learned from, not copied): the worker rebuilds the parent's config (same
 options, rootdir, ini file, invocation directory and collection arguments), collects the parent's
 own arguments while ignoring every file that holds no isolated item, then runs only the nodeids
-the parent sends, passing the parent's
-*next* isolated item as ``nextitem`` so module/session fixtures survive between items exactly
-as they would in one process. Reports are streamed as they are made, serialised by pytest's
+the parent sends. The parent sends the ``nextitem`` pytest handed it (under xdist, that
+worker's own order); the worker tears down to what that item shares with the current one --
+the item itself, or its nearest collected ancestor when it runs in the parent -- so
+module/session fixtures survive between items exactly as they would in one process. Reports are streamed as they are made, serialised by pytest's
 own hooks, so a hang in ``call`` still leaves the parent the ``setup`` report.
 
 Why the parent's arguments and not the files themselves: a node id is relative to the rootdir,
@@ -39,6 +40,7 @@ class WorkerSession:
         self.paths = paths
         self.keep: frozenset[Path] | None = None  # files to collect; None: all (set at collection)
         self.items: dict[str, pytest.Item] = {}
+        self.nodes: dict[str, pytest.Item | pytest.Collector] = {}  # every collected node by id, session ("") included
         self.reports: list[pytest.TestReport] = []
 
     @pytest.hookimpl(tryfirst=True)
@@ -79,6 +81,32 @@ class WorkerSession:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.items = {item.nodeid: item for item in items}
+        self.nodes = {node.nodeid: node for item in items for node in item.listchain()}
+
+    def teardown_target(self, nodeid: str | None) -> Any:
+        """What to tear down to after an item, given the parent's real next item: that item when
+        collected here; else (it runs in the parent) its nearest collected ancestor, whose
+        fixtures a later isolated item may still share; None at the end of the session.
+        Only ``listchain()`` of it is used, by pytest's SetupState."""
+        if nodeid is None:
+            return None
+        while nodeid:
+            node = self.nodes.get(nodeid)
+            if node is not None:
+                return node
+            nodeid = nodeid.rpartition("::")[0] if "::" in nodeid else nodeid.rpartition("/")[0]
+        return self.nodes.get("")
+
+    @staticmethod
+    def catch_up_teardown(item: pytest.Item) -> str | None:
+        """Tear down what the previous item kept for a next item that ran in the parent instead
+        (a no-op when the kept setup is a prefix of ``item``'s): pytest requires it before setup.
+        Returns the error text of a failing teardown: it fails ``item`` rather than vanishing."""
+        try:
+            item.session._setupstate.teardown_exact(item)
+        except BaseException as err:  # noqa: BLE001 - a fixture's teardown error is a result to report
+            return f"teardown of fixtures kept from an earlier item failed: {type(err).__name__}: {err}"
+        return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
@@ -106,9 +134,12 @@ class WorkerSession:
                 details = f"{nodeid} was not collected in the isolation worker (non-deterministic parametrization?)"
                 self.channel.send("done", {"outcome": "failed", "details": details})
                 continue
+            error = self.catch_up_teardown(item)
+            if error is not None:
+                self.channel.send("done", {"outcome": "failed", "details": error})
+                continue
             self.reports = []
-            nextitem = self.items.get(next_nodeid) if next_nodeid else None
-            item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=self.teardown_target(next_nodeid))
             text = "\n".join(str(r.longrepr) for r in self.reports if r.failed)
             cause = classify_error(text) if text else None
             if cause is not None:  # CUDA context or heap poisoned: report, then let the parent replace us
