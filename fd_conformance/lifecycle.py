@@ -5,7 +5,9 @@ parameter release/restore and group create/shutdown. :class:`LifecycleRecorder` 
 the ordered record and the set of live graphs, and turns rule violations into findings at the
 moment they happen, naming the graph, its owner (main/draft) and the event that broke the rule:
 
-* FDC201 a graph is alive when a parameter it captured is released;
+* FDC201 a graph is alive when parameters it captured are released: ONE finding per graph
+  capture, counting the parameters and naming the first few (a release loop frees hundreds,
+  and one defect must read as one finding, not hundreds);
 * FDC202 a graph is alive when a group it captured is shut down (the MTP hang: NCCL's destroy
   waits on graphs that captured the communicator);
 * FDC203 graphs are alive after ``clear_graph_opt_backend()``. Two ways in, both supported:
@@ -41,8 +43,31 @@ FIX_SHUTDOWN = (
     "destroy every graph (main AND draft) before shutting down communication groups; "
     "NCCL's destroy waits on graphs that captured the communicator"
 )
-FIX_CLEAR = "clear_graph_opt_backend() must reset every graph it owns, draft included, whatever the main flag"
+FIX_CLEAR = "clear_graph_opt_backend() must reset every graph it owns, draft included, whatever the graph flags say now"
 FIX_STALE = "recapture graphs after reloading weights (update_parameters must call capture_model())"
+
+
+#: Parameter names an FDC201 finding spells out; the rest are counted.
+NAMES_SHOWN = 3
+
+
+@dataclass
+class _ReleaseBreach:
+    """Parameters one live graph capture saw released: what its single FDC201 finding says."""
+
+    graph: LiveGraph
+    first_event: RuntimeEvent
+    names: list[str]
+
+    def finding(self) -> Finding:
+        count = len(self.names)
+        if count == 1:
+            what = f"parameter {self.names[0]!r} it captured was released ({format_event(self.first_event)})"
+        else:
+            shown = ", ".join(repr(n) for n in self.names[:NAMES_SHOWN])
+            more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
+            what = f"{count} parameters it captured were released ({shown}{more}; first at {format_event(self.first_event)})"
+        return make_finding("FDC201", f"{self.graph.describe()} was alive when {what}", FIX_RELEASE, self.graph.where)
 
 
 @dataclass(frozen=True)
@@ -81,7 +106,9 @@ class LifecycleRecorder:
         self.runtime = runtime
         self._events: list[RuntimeEvent] = []
         self._live: dict[int, LiveGraph] = {}
-        self._findings: list[Finding] = []
+        # In the order they happened; an FDC201 slot is a _ReleaseBreach that grows until read.
+        self._findings: list[Finding | _ReleaseBreach] = []
+        self._breaches: dict[tuple[int, int], _ReleaseBreach] = {}  # (graph id, capture seq)
         self._param_names: dict[int, str] = {}
         self._group_names: dict[int, str] = {}
         self._stale_reported: set[tuple[int, int]] = set()  # (graph id, capture seq): once per capture
@@ -119,7 +146,7 @@ class LifecycleRecorder:
         return [g for g in self._live.values() if owner is None or g.owner == owner]
 
     def findings(self) -> list[Finding]:
-        return list(self._findings)
+        return [f.finding() if isinstance(f, _ReleaseBreach) else f for f in self._findings]
 
     # --- rules --------------------------------------------------------------------------
     def check_cleared(self, owner: str | None = None) -> list[Finding]:
@@ -169,15 +196,12 @@ class LifecycleRecorder:
         name = self._param_name(event.subject_id)
         for graph in list(self._live.values()):
             if any(ref.obj_id == event.subject_id for ref in graph.buffers):
-                self._findings.append(
-                    make_finding(
-                        "FDC201",
-                        f"{graph.describe()} was alive when parameter {name!r} it captured was released "
-                        f"({format_event(event)})",
-                        FIX_RELEASE,
-                        graph.where,
-                    )
-                )
+                key = (graph.graph_id, graph.captured_at)
+                breach = self._breaches.get(key)
+                if breach is None:
+                    breach = self._breaches[key] = _ReleaseBreach(graph, event, [])
+                    self._findings.append(breach)
+                breach.names.append(name)
 
     def _check_shutdown(self, event: RuntimeEvent) -> None:
         for graph in list(self._live.values()):

@@ -80,14 +80,36 @@ def test_fdc201_draft_cleared_after_weight_release(rt: TorchRuntime) -> None:
         model.release_all()
         model.clear("draft")
     findings = rec.findings()
-    # embed and draft_w are both captured by the draft graph: one finding per released parameter.
-    assert _codes(findings) == ["FDC201", "FDC201"]
+    # embed and draft_w are both captured by the draft graph: ONE finding for that graph, naming both.
+    assert _codes(findings) == ["FDC201"]
     first = findings[0]
     assert "'draft-decode-2'" in first.message and "owner draft" in first.message
-    assert "'embed'" in first.message and "param_released" in first.message
+    assert "2 parameters it captured were released ('embed', 'draft_w'" in first.message
+    assert "param_released" in first.message
     assert first.location.obj == "graph 'draft-decode-2' (owner draft)"
-    assert "'draft_w'" in findings[1].message
     assert first.format().startswith("graph 'draft-decode-2' (owner draft): FDC201 ")
+
+
+def test_fdc201_is_one_finding_per_graph_capture_however_many_parameters(rt: TorchRuntime) -> None:
+    """A release loop frees every parameter: 3 live graphs x 40 parameters is 3 findings (one per
+    graph, with the count and the first names), not 120 -- one defect must read as one finding."""
+    params = {f"layers.{i}.weight": torch.nn.Parameter(torch.randn(4, 4)) for i in range(40)}
+    x = torch.randn(2, 4)
+    graphs = [rt.new_graph(f"decode-{n}", owner="lm") for n in (4, 2, 1)]
+    for graph in graphs:
+        graph.capture(lambda: sum(x @ p for p in params.values()), buffers=params)
+    with LifecycleRecorder(rt) as rec:
+        for graph in graphs:  # re-capture under the recorder: it only judges graphs it saw captured
+            graph.reset()
+            graph.capture(lambda: sum(x @ p for p in params.values()), buffers=params)
+        for name, param in params.items():
+            rt.release_parameter(param, name)
+    findings = rec.findings()
+    assert _codes(findings) == ["FDC201"] * 3
+    assert [f.location.obj for f in findings] == [f"graph 'decode-{n}' (owner lm)" for n in (4, 2, 1)]
+    message = findings[0].message
+    assert "40 parameters it captured were released ('layers.0.weight', 'layers.1.weight', 'layers.2.weight' and 37 more" in message
+    assert "first at #" in message and "param_released 'layers.0.weight'" in message
 
 
 def test_fdc201_silent_when_graphs_cleared_first(rt: TorchRuntime) -> None:
