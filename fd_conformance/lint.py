@@ -112,6 +112,10 @@ class _Call:
     line: int
     col: int
     branches: tuple[tuple[int, int], ...]  # (id(If node), 0 body / 1 orelse): exclusive paths
+    # For a graph clear: the call and its receiver (FDC102 picks the draft ones after the walk).
+    node: ast.Call | None = field(default=None, compare=False)
+    receiver: ast.expr | None = field(default=None, compare=False)
+    helper: bool = False
 
 
 # --------------------------------------------------------------------------- helpers
@@ -169,13 +173,6 @@ def _receiver_names(node: ast.expr) -> Iterator[str]:
             return
         else:
             return
-
-
-def _names_in(test: ast.expr) -> frozenset[str]:
-    """Names and attribute names a condition mentions (the flags it tests)."""
-    return frozenset(
-        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))
-    )
 
 
 def _matches(name: str, patterns: Sequence[str]) -> bool:
@@ -241,7 +238,7 @@ def _noqa_map(source: str) -> dict[int, frozenset[str]]:
 
 # --------------------------------------------------------------------------- the one pass
 class _Scanner:
-    """Recursive walk with the context the rules need: enclosing class, function calls, if-guards."""
+    """Recursive walk with the context the rules need: enclosing class, function calls, if-branches."""
 
     def __init__(self, path: str, lines: list[str], config: LintConfig) -> None:
         self.path = path
@@ -285,57 +282,57 @@ class _Scanner:
     def run(self, tree: ast.Module, source: str) -> FileScan:
         self.hot = _hot_lines(source, self.release | self.clear)
         self.class_lines = _class_lines(source)
-        self._body(tree.body, None, None, (), ())
+        self._body(tree.body, None, None, ())
         return self.scan
 
     def _hot(self, node: ast.expr | ast.stmt) -> bool:
         return _any_within(self.hot, node.lineno, node.end_lineno or node.lineno)
 
     def _body(self, stmts: Sequence[ast.AST], cls: ClassInfo | None, calls: list[_Call] | None,
-              guards: tuple[ast.expr, ...], branches: tuple[tuple[int, int], ...]) -> None:
+              branches: tuple[tuple[int, int], ...]) -> None:
         for node in stmts:
-            self._node(node, cls, calls, guards, branches)
+            self._node(node, cls, calls, branches)
 
     def _node(self, node: ast.AST, cls: ClassInfo | None, calls: list[_Call] | None,
-              guards: tuple[ast.expr, ...], branches: tuple[tuple[int, int], ...]) -> None:
+              branches: tuple[tuple[int, int], ...]) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self._function(node, cls, calls, guards, branches)
+            self._function(node, cls, calls, branches)
         elif isinstance(node, ast.ClassDef):
-            self._class(node, calls, guards, branches)
+            self._class(node, calls, branches)
         elif isinstance(node, ast.If):
-            self._node(node.test, cls, calls, guards, branches)
-            inner = (*guards, node.test)
-            self._body(node.body, cls, calls, inner, (*branches, (id(node), 0)))
-            self._body(node.orelse, cls, calls, inner, (*branches, (id(node), 1)))
+            self._node(node.test, cls, calls, branches)
+            self._body(node.body, cls, calls, (*branches, (id(node), 0)))
+            self._body(node.orelse, cls, calls, (*branches, (id(node), 1)))
         elif isinstance(node, ast.Lambda):
-            self._node(node.body, None, [], (), ())  # its own scope: not ordered with the enclosing body
+            self._node(node.body, None, [], ())  # its own scope: not ordered with the enclosing body
         elif isinstance(node, _GATED) and not self._hot(node):
             return  # no name any rule looks at on these lines: skip the subtree (most of a file)
         else:
             if isinstance(node, ast.Call):
-                self._call(node, calls, guards, branches)
+                self._call(node, calls, branches)
             for child in ast.iter_child_nodes(node):
-                self._node(child, cls, calls, guards, branches)
+                self._node(child, cls, calls, branches)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassInfo | None,
-                  calls: list[_Call] | None, guards: tuple[ast.expr, ...],
-                  branches: tuple[tuple[int, int], ...]) -> None:
+                  calls: list[_Call] | None, branches: tuple[tuple[int, int], ...]) -> None:
         owner = f"{cls.name}.{node.name}" if cls else node.name
         self._check_spelling(node.name, f"definition of {owner}", node.lineno, node.col_offset, owner)
         if node.name in (CANONICAL, LEGACY):
             self.scan.defines_clear = True
         for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
             if expr is not None:
-                self._node(expr, cls, calls, guards, branches)
+                self._node(expr, cls, calls, branches)
         end = node.end_lineno or node.lineno
         if not _any_within(self.hot, node.lineno, end) and not _any_within(self.class_lines, node.lineno, end):
             return  # no rule name and no class inside: nothing to find in the body (most methods)
         own_calls: list[_Call] = []
-        self._body(node.body, None, own_calls, (), ())
+        self._body(node.body, None, own_calls, ())
         self._order_rule(own_calls, owner)
+        drafts = [c for c in own_calls if c.receiver is not None and self._is_draft(c.receiver, cls)]
+        if drafts:
+            self._guard_rule(node, drafts, owner)
 
-    def _class(self, node: ast.ClassDef, calls: list[_Call] | None, guards: tuple[ast.expr, ...],
-               branches: tuple[tuple[int, int], ...]) -> None:
+    def _class(self, node: ast.ClassDef, calls: list[_Call] | None, branches: tuple[tuple[int, int], ...]) -> None:
         bases = tuple(b for b in (_dotted_tail(e) for e in node.bases) if b)
         decorators = {_dotted_tail(d) for d in node.decorator_list}
         member_names: set[str] = set()
@@ -364,11 +361,10 @@ class _Scanner:
         )
         self.scan.classes.append(info)
         for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
-            self._node(expr, None, calls, guards, branches)
-        self._body(node.body, info, None, (), ())
+            self._node(expr, None, calls, branches)
+        self._body(node.body, info, None, ())
 
-    def _call(self, node: ast.Call, calls: list[_Call] | None, guards: tuple[ast.expr, ...],
-              branches: tuple[tuple[int, int], ...]) -> None:
+    def _call(self, node: ast.Call, calls: list[_Call] | None, branches: tuple[tuple[int, int], ...]) -> None:
         func = node.func
         helper = False
         if isinstance(func, ast.Attribute):
@@ -386,9 +382,7 @@ class _Scanner:
         if calls is None:
             return
         if name in self.clear:
-            calls.append(_Call("clear", name, line, col, branches))
-            if receiver is not None:
-                self._guard_rule(node, helper, receiver, guards, line, col)
+            calls.append(_Call("clear", name, line, col, branches, node, receiver, helper))
         elif name in self.release:
             calls.append(_Call("release", name, line, col, branches))
 
@@ -416,21 +410,39 @@ class _Scanner:
                     break
 
     # -- FDC102
-    def _guard_rule(self, call: ast.Call, helper: bool, receiver: ast.expr, guards: tuple[ast.expr, ...],
-                    line: int, col: int) -> None:
+    def _is_draft(self, receiver: ast.expr, cls: ClassInfo | None) -> bool:
+        """Does this receiver hold a draft model? A draft-named attribute anywhere along it
+        (``self.proposer.model``), or, inside a draft owner (``MTPProposer``), an attribute of
+        ``self`` that is not named as the main model's (``self.model`` there is the draft)."""
         chain = list(_receiver_names(receiver))
-        draft = next((n for n in chain if _matches(n, self.cfg.draft_receivers)), None)
-        if draft is None or not guards:
-            return
-        mentioned = frozenset().union(*map(_names_in, guards))
-        main = [n for n in mentioned if _matches(n, self.cfg.main_flags)]
-        if main and not any(_matches(n, self.cfg.draft_flags) for n in mentioned):
+        if any(_matches(n, self.cfg.draft_receivers) for n in chain):
+            return True
+        return (cls is not None and len(chain) > 1 and chain[-1] == "self"
+                and _matches(cls.name, self.cfg.draft_owner_classes)
+                and not any("main" in n for n in chain))
+
+    def _guard_rule(self, func: ast.FunctionDef | ast.AsyncFunctionDef, drafts: list[_Call], owner: str) -> None:
+        """Report draft clears that run only with the main flag on (or only with it off), when no
+        other draft clear of the function covers the other value (see :mod:`lint_guard`)."""
+        from fd_conformance.lint_guard import main_flag_dependence
+
+        by_node = {id(c.node): c for c in drafts}
+        nodes = [c.node for c in drafts if c.node is not None]
+        dependent, flag = main_flag_dependence(func.body, nodes, self.cfg.main_flags, self.cfg.draft_flags)
+        for node, needs_on in dependent:
+            call = by_node[id(node)]
+            shown = _call_as_written(node, call.helper)
+            if needs_on:
+                message = (f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is on; "
+                           "with it off and the draft's graphs on they leak")
+            else:
+                message = (f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is off "
+                           "(with it on, the path exits or branches away first); with both on they leak")
+            draft_flag = self.cfg.draft_flags[0] if self.cfg.draft_flags else "its own flag"
             self._add(
-                "FDC102",
-                f"draft graphs ({_call_as_written(call, helper)}) are cleared only when the main "
-                f"model's flag {main[0]} is on; with it off and the draft's graphs on they leak",
-                "guard the draft clear by the draft's own flag (e.g. draft_model_use_cudagraph), not the main one",
-                self._loc(line, col),
+                "FDC102", message,
+                f"guard the draft clear by the draft's own flag (e.g. {draft_flag}) alone, outside the main one",
+                self._loc(call.line, call.col, owner),
             )
 
 
@@ -654,7 +666,7 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig,
             provides, descends, _ = lineage(info, frozenset())
             if provides:
                 continue
-            if info.registered or descends or _matches(name, config.wrapper_patterns):
+            if info.registered or descends or _named_wrapper(info, config):
                 yield owner[id(info)], make_finding(
                     "FDC001",
                     f"model wrapper {name} has no {CANONICAL}() (nor legacy {LEGACY}), own or inherited; "
@@ -662,6 +674,18 @@ def _wrapper_findings(scans: Sequence[FileScan], config: LintConfig,
                     f"add `def {CANONICAL}(self): self.model.{CANONICAL}(fd_config=self.fd_config)`",
                     Location(path=info.path, line=info.line, col=info.col, obj=name),
                 )
+
+
+#: Framework roots every module derives from: a base so named says nothing about being a block.
+_FRAMEWORK_ROOTS = frozenset({"Layer", "Module", "Cell", "object"})
+
+
+def _named_wrapper(info: ClassInfo, config: LintConfig) -> bool:
+    """The name route: a wrapper pattern matches and the class is no building block (its name
+    matches ``block_patterns``, or a direct base other than the framework roots ``block_bases``)."""
+    if not _matches(info.name, config.wrapper_patterns) or _matches(info.name, config.block_patterns):
+        return False
+    return not any(b not in _FRAMEWORK_ROOTS and _matches(b, config.block_bases) for b in info.bases)
 
 
 def collect_findings(scans: Sequence[FileScan], config: LintConfig,

@@ -37,11 +37,28 @@ TABLE = ("tool", "fd-conformance", "lint")
 class LintConfig:
     """Names (fnmatch patterns unless noted) the rules match against. Defaults fit FastDeploy 2.x."""
 
-    # Class names that make a class an engine-facing wrapper.
+    # Class names that make a class an engine-facing wrapper (unless it is a building block, below).
     wrapper_patterns: tuple[str, ...] = ("*ForCausalLM", "*ForConditionalGeneration", "*MTP*")
-    # Class names never treated as wrappers: weight-loading helpers share the wrapper's prefix, and
-    # "*MTP*" also names the speculative-decoding machinery around the draft (MTPProposer, ...).
-    exclude_classes: tuple[str, ...] = ("*PretrainedModel", "*Proposer", "*Sampler", "*Config", "*Runner")
+    # Class names never treated as wrappers, by any route: weight-loading helpers share the
+    # wrapper's prefix, and "*MTP*" also names the speculative-decoding machinery around the draft
+    # (MTPProposer, MTPProposerCUDA, MTPSampler, ...).
+    exclude_classes: tuple[str, ...] = ("*PretrainedModel", "*Proposer*", "*Sampler", "*Config", "*Runner")
+    # Names of model *building blocks*: layers, heads, embeddings, and the inner backbone "XModel"
+    # a wrapper holds. A class so named is never a wrapper by name pattern alone (Glm4MTPLayer,
+    # Ernie4_5_MTPModel); a registered class or a subclass of a wrapper base still is one: the
+    # engine instantiates it as a model.
+    block_patterns: tuple[str, ...] = (
+        "*Model", "*Layer", "*Block", "*Head", "*Embedding", "*Embeddings", "*Attention", "*MLP", "*Norm",
+        "*Linear", "*Projection", "*Projector", "*Encoder", "*Decoder", "*Pooler", "*LayerList",
+        "*ModuleList", "*Sequential", "*Proposer*",
+    )
+    # Direct base names that make a class a building block too (class MTPHead(nn.Linear), class
+    # FooMTPPredictor(FooMTPLayer)); the framework roots Layer and Module never count. Not
+    # "*Model": wrappers commonly derive from a "*PreTrainedModel" base.
+    block_bases: tuple[str, ...] = (
+        "*Layer", "*Block", "*Head", "*Embedding", "*Attention", "*MLP", "*Norm", "*Linear",
+        "*Projection", "*LayerList", "*ModuleList", "*Sequential",
+    )
     # Base-class names (exact) whose subclasses are wrappers; FastDeploy spells it "Casual".
     wrapper_bases: tuple[str, ...] = ("ModelForCasualLM", "ModelForCausalLM")
     # Decorator names (exact, any receiver) that register a wrapper with the engine.
@@ -60,6 +77,9 @@ class LintConfig:
     graph_clear_calls: tuple[str, ...] = CLEAR_SPELLINGS
     # Receiver attribute names that hold a draft / speculative model.
     draft_receivers: tuple[str, ...] = ("proposer", "*draft*", "mtp", "*_mtp", "mtp_*", "drafter")
+    # Class names (fnmatch) that own a draft model: inside their methods ``self.model`` (any
+    # attribute of ``self`` not named ``*main*``) is the draft, e.g. MTPProposer.clear_mtp_graphs.
+    draft_owner_classes: tuple[str, ...] = ("*Proposer*",)
     # Flags that switch the *main* model's graphs on.
     main_flags: tuple[str, ...] = ("use_cudagraph",)
     # Flags that switch the *draft* model's graphs on.

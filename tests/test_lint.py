@@ -762,3 +762,172 @@ def test_fdc102_message_shows_the_call_as_written(tmp_path: Path) -> None:
     assert len(messages) == 2
     assert "(clear_graphs_of(self.draft))" in messages[0]
     assert f"(self.proposer.model.{CANONICAL}())" in messages[1]
+
+
+# --------------------------------------------------------------------------- issue 13: FDC102 reachability
+# An engine the kit never saw: draft at self.spec_worker.net, main switch enable_graphs, the
+# draft's spec_graphs. "*graphs" as the main pattern also matches spec_graphs: a draft flag never
+# counts as the main one.
+REACHABILITY = FIXTURES / "reachability"
+SPEC_ENGINE = LintConfig(draft_receivers=("spec_worker",), main_flags=("*graphs",), draft_flags=("spec_graphs",))
+
+
+def test_fdc102_flags_draft_clears_reachable_only_under_the_main_flag() -> None:
+    """Defect 6: nested ifs, and-chains, elif, early return/raise, a local alias, a short-circuit,
+    an assert and a proposer's self.model were all missed (the old rule only asked whether an
+    enclosing if mentioned a draft flag), and the early-return shapes were invisible to it."""
+    found = codes_at(REACHABILITY / "spec_engine_bad.py", SPEC_ENGINE)
+    assert found == [("FDC102", line) for line in (13, 18, 24, 31, 37, 43, 48, 51, 60, 66)]
+
+
+def test_fdc102_quiet_when_the_draft_clear_runs_with_the_main_flag_off() -> None:
+    """Draft flag only, unguarded, an else/elif that clears the draft too, a clear before the
+    main-flag return, either flag, unrelated returns, loop continue, a caught raise, a nested
+    function, the main model under its own flag, a proposer's handle on the main model."""
+    assert codes_at(REACHABILITY / "spec_engine_good.py", SPEC_ENGINE) == []
+
+
+def test_fdc102_message_says_which_value_of_the_main_flag_the_clear_needs() -> None:
+    result = lint_paths([REACHABILITY / "spec_engine_bad.py"], SPEC_ENGINE, root=REPO)
+    by_line = {f.location.line: f for f in result.findings}
+    assert "only when the main model's flag enable_graphs is on" in by_line[13].message
+    assert "only when the main model's flag enable_graphs is off" in by_line[43].message
+    assert by_line[13].location.obj == "SpecEngine.release_nested"
+    assert by_line[60].location.obj == "EagleProposer.drop_graphs"
+
+
+def test_fdc102_nested_fix_shape_with_default_names(tmp_path: Path) -> None:
+    """The upstream hang fix's shape, default flag names: the draft's own flag is tested, but
+    inside the main one. Its twin with the draft block beside the main one is clean."""
+    src = tmp_path / "runner.py"
+    src.write_text(textwrap.dedent("""\
+        class Worker:
+            def drop_weights(self, rank):
+                if self.graph_cfg.use_cudagraph:
+                    self.net.clear_graph_opt_backend()
+                    if self.spec_on and self.graph_cfg.draft_model_use_cudagraph:
+                        self.drafter.net.clear_graph_opt_backend()
+                self.weights.clear_parameters(rank)
+        """))
+    assert codes_at(src) == [("FDC102", 6)]
+    src.write_text(src.read_text().replace(
+        "            if self.spec_on and", "        if self.spec_on and").replace(
+        "                self.drafter", "            self.drafter"))
+    assert "\n        if self.spec_on" in src.read_text()
+    assert codes_at(src) == []
+
+
+def test_fdc102_ignores_unreachable_draft_clears(tmp_path: Path) -> None:
+    src = tmp_path / "r.py"
+    src.write_text("def f(self):\n    return\n    if self.use_cudagraph:\n        self.draft.clear_graph_opt_backend()\n")
+    assert codes_at(src) == []
+
+
+def test_reachability_solver_budget_answers_satisfiable() -> None:
+    from fd_conformance import lint_guard as g
+
+    a, b = ("v", "a"), ("v", "b")
+    assert g.satisfiable(g.f_and(a, g.f_not(b))) and not g.satisfiable(g.f_and(a, g.f_not(a)))
+    many = g.f_and(*(g.f_or(("v", f"x{i}"), ("v", f"y{i}")) for i in range(40)), g.FALSE)
+    assert many is g.FALSE  # constants fold before any search
+    huge = g.f_and(*(g.f_or(("v", f"x{i}"), ("v", f"y{i}")) for i in range(40)), ("v", "z"), g.f_not(("v", "z")))
+    assert g.satisfiable(huge)  # past the budget: "satisfiable", i.e. no finding rather than a guess
+
+
+# --------------------------------------------------------------------------- issue 13: FDC001 discovery
+DISCOVERY = FIXTURES / "discovery" / "nova_models.py"
+
+
+def test_discovery_takes_no_layer_block_head_or_proposer_for_a_wrapper() -> None:
+    """Defect 7: *MTP* took NovaMTPLayer, NovaMTPBlock, a subclass of a layer, heads, embeddings
+    and a proposer's platform variant for wrappers. The four real wrappers stay reported: by
+    name, by the engine's model base, and by registration (even one named *Layer)."""
+    assert codes_at(DISCOVERY) == [("FDC001", 52), ("FDC001", 58), ("FDC001", 63), ("FDC001", 67)]
+
+
+def test_discovery_knobs_still_decide(tmp_path: Path) -> None:
+    # Emptied block lists bring the name route back to the bare patterns (the old behaviour).
+    loose = LintConfig(block_patterns=(), block_bases=(), exclude_classes=())
+    assert {line for _, line in codes_at(DISCOVERY, loose)} >= {11, 16, 21, 25, 29, 33, 42}
+    # wrapper-patterns still picks the wrappers by name; block-patterns applies to the name route only.
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [tool.fd-conformance.lint]
+        wrapper-patterns = ["*Net"]
+        block-patterns = ["*SubNet"]
+        block-bases = ["Conv*"]
+        draft-owner-classes = ["*Speculator"]
+    """))
+    (tmp_path / "m.py").write_text(
+        "class TinyNet: pass\nclass TinySubNet: pass\nclass ConvNet(Conv2d): pass\n"
+        "@register_model_class\nclass RegisteredSubNet: pass\n"
+        "class Speculator:\n    def drop(self):\n        if self.use_cudagraph:\n"
+        "            self.model.clear_graph_opt_backend()\n"
+    )
+    config = load_config(tmp_path)
+    assert config.draft_owner_classes == ("*Speculator",)
+    assert codes_at(tmp_path / "m.py", config) == [("FDC001", 1), ("FDC001", 5), ("FDC102", 9)]
+
+
+def test_fastdeploy_defect_tree_still_caught_with_new_discovery() -> None:
+    """The shipped FastDeploy-shaped fixture keeps its three codes, and its MTPProposer and
+    Glm4MTPModel (inner model, decorated) stay unreported."""
+    result = lint_paths(fastdeploy_tree(FASTDEPLOY_DEFECTS), DEFAULTS, root=FIXTURES)
+    assert {f.code for f in result.findings if f.is_error} == {"FDC001", "FDC101", "FDC102"}
+    assert not any(f.location.obj in ("MTPProposer", "Glm4MTPModel") for f in result.findings)
+
+
+# --------------------------------------------------------------------------- issue 13: bench/lint_fastdeploy.py
+def _load_bench():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("lint_fastdeploy", REPO / "bench" / "lint_fastdeploy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fastdeploy_bench_skips_cleanly_without_a_checkout(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "lint_fastdeploy.py"), str(tmp_path / "absent")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("skip:"), proc.stderr
+
+
+def test_fastdeploy_bench_counts_tp_fp_fn_on_a_git_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A two-commit repository in another engine's style: the labels of each commit are matched
+    by (code, file, object), the object taken from the source; a missing commit is skipped."""
+    import subprocess
+
+    bench = _load_bench()
+    repo = tmp_path / "engine"
+    pkg = repo / "fastdeploy" / "worker"
+    pkg.mkdir(parents=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    runner = pkg / "runner.py"
+    runner.write_text("class Worker:\n    def drop(self, rank):\n        if self.use_cudagraph:\n"
+                      "            if self.graph_cfg.draft_model_use_cudagraph:\n"
+                      "                self.drafter.net.clear_graph_opt_backend()\n"
+                      "        self.weights.clear_parameters(rank)\n\n\nclass StrayForCausalLM:\n    pass\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    path = "fastdeploy/worker/runner.py"
+    bench.LABELS = (
+        bench.Label("HEAD", "nested draft clear", (("FDC102", path, "Worker.drop"), ("FDC101", path, "Worker.drop"))),
+        bench.Label("0123456789abcdef0123456789abcdef01234567", "absent", ()),
+    )
+    assert bench.main([str(repo), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    row = data["rows"][0]
+    assert row["tp"] == [["FDC102", path, "Worker.drop"]]
+    assert row["fp"] == [["FDC001", path, "StrayForCausalLM"]]
+    assert row["fn"] == [["FDC101", path, "Worker.drop"]]
+    assert data["rows"][1]["skipped"] and data["summary"]["skipped"] == 1
+    assert data["summary"]["precision"] == 0.5 and data["summary"]["recall"] == 0.5
+    assert bench.main([str(repo / ".git")]) == 0  # a bare git directory works too
+    assert "precision 0.500, recall 0.500" in capsys.readouterr().out
