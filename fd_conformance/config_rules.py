@@ -368,13 +368,40 @@ def assert_postprocessor_preserves_invariants(
     max_examples: int = 300,
 ) -> None:
     """Property-test an engine's config post-processor against :data:`RULES` (error findings;
-    warnings such as FDC406 never fail it).
+    warnings such as FDC406 never fail it: see :func:`find_config_warnings`).
 
     ``build(raw)`` makes the engine's config object (default: an FDConfig-shaped namespace);
     ``postprocess(cfg)`` adjusts it in place or returns the result. Raises
     :class:`InvariantViolation` with Hypothesis's *minimal* failing raw config, or returns None.
     Deterministic (derandomized, no example database) so CI failures reproduce.
     """
+    found = _minimal_breaking_config(postprocess, build, codes, max_examples, errors=True)
+    if found is not None:
+        raise found
+
+
+def find_config_warnings(
+    postprocess: Callable[[Any], Any],
+    build: Callable[[RawGraphOptConfig], Any] | None = None,
+    *,
+    max_examples: int = 300,
+) -> InvariantViolation | None:
+    """The same search for warning-level findings (FDC406): the minimal raw config whose
+    post-processed form draws a warning, with those warnings; None when none does. Reported, never
+    gating: a malformed list that is not in use breaks nothing the engine captures today."""
+    return _minimal_breaking_config(postprocess, build, None, max_examples, errors=False)
+
+
+def _minimal_breaking_config(
+    postprocess: Callable[[Any], Any],
+    build: Callable[[RawGraphOptConfig], Any] | None,
+    codes: Collection[str] | None,
+    max_examples: int,
+    *,
+    errors: bool,
+) -> InvariantViolation | None:
+    """Hypothesis's minimal raw config whose post-processed form draws findings of the wanted
+    severity (errors, or warnings) -- or for errors, on which the post-processor crashes."""
     from hypothesis import HealthCheck, find, settings
     from hypothesis.errors import NoSuchExample
 
@@ -388,11 +415,9 @@ def assert_postprocessor_preserves_invariants(
         try:
             out = postprocess(cfg)
         except Exception as err:  # a crash on a valid raw config is a failure too, shrunk the same way
-            return [], err
+            return [], err if errors else None
         found = check_config(cfg if out is None else out)
-        # Warnings (FDC406: a malformed list whose graphs are off) are reported by check_config
-        # and never break the property: they break nothing the engine captures.
-        return [f for f in found if f.is_error and (codes is None or f.code in codes)], None
+        return [f for f in found if f.is_error is errors and (codes is None or f.code in codes)], None
 
     def breaks(raw: RawGraphOptConfig) -> bool:
         findings, error = run(raw)
@@ -406,7 +431,7 @@ def assert_postprocessor_preserves_invariants(
                               suppress_health_check=list(HealthCheck)),
         )
     except NoSuchExample:
-        return
+        return None
     findings, error = run(minimal)
-    raise InvariantViolation(getattr(postprocess, "__qualname__", repr(postprocess)), minimal, findings, error)
+    return InvariantViolation(getattr(postprocess, "__qualname__", repr(postprocess)), minimal, findings, error)
 

@@ -297,6 +297,17 @@ def build_document(results: Sequence[CheckResult], expect_mutants: bool = False)
     }
 
 
+def verdicts_of(document: Mapping[str, Any]) -> dict[str, Any]:
+    """What a conformance.json says that must not depend on scheduling (serial, ``-n 2``, ``-n 4``,
+    isolation on or off): each row's verdict and cells, each test's outcome and codes."""
+    rows = {
+        (c["name"], c["device"]): (c["verdict"], {k: (v["cell"], sorted(v["codes"])) for k, v in c["checks"].items()})
+        for c in document["cases"]
+    }
+    tests = {r["nodeid"]: (r["outcome"], sorted(r["codes"])) for r in document["results"]}
+    return {"rows": rows, "tests": tests}
+
+
 def load_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 

@@ -103,6 +103,10 @@ def mutant_baked_token_ids(runtime: Runtime) -> Any:
     return _glm4_with_wrapper(runtime, "BakedTokenIdsGlm4Moe")
 
 
+def mutant_flag_gated_clear(runtime: Runtime) -> Any:
+    return _glm4_with_wrapper(runtime, "FlagGatedClearGlm4Moe")
+
+
 def mutant_clear_raises_before_capture(runtime: Runtime) -> Any:
     return _glm4_with_wrapper(runtime, "ClearRaisesBeforeCaptureGlm4Moe")
 
@@ -113,22 +117,23 @@ CONFIG_MUTANT_DEFECTS = {  # config.MUTANTS name -> the one step it gets wrong (
     "ignoring_speculative_step": "MTP sizes not scaled by the speculative step",
     "keeping_static_graph_for_rl": "static graph kept under RL weight loading",
     "ignoring_tp_divisibility": "sizes not multiples of TP under sequence-parallel MoE",
+    "duplicating_unused_prefill_max": "max prefill size listed twice while prefill graphs are off (warning)",
 }
 
 
 def config_mutant_cases(base: ModelCase) -> list[ModelCase]:
     """C6 mutants: the good ``base`` model shipped with each known-bad config post-processor
-    (:data:`fd_reference_models.config.MUTANTS`); each must fail exactly its one rule."""
+    (:data:`fd_reference_models.config.MUTANTS`); each must report exactly its codes."""
     return [
         dataclasses.replace(
             base,
             name=CONFIG_MUTANT_PREFIX + name.replace("_", "-"),
             config_postprocessor=postprocessor,
-            expected_findings=frozenset({code}),
+            expected_findings=frozenset(codes),
             checks=frozenset({"config"}),
             description=f"config post-processor mutant: {CONFIG_MUTANT_DEFECTS[name]}",
         )
-        for name, (postprocessor, code) in config.MUTANTS.items()
+        for name, (postprocessor, codes) in config.MUTANTS.items()
     ]
 
 
@@ -156,6 +161,7 @@ def torch_cases() -> list[ModelCase]:
         case("mutant-leaky-clear", mutant_leaky_clear, moe, ("FDC302",), "output buffers survive clear"),
         case("mutant-forgetful-clear", mutant_forgetful_clear, moe, ("FDC203", "FDC201", "FDC202"), "clear skips a capture size"),
         case("mutant-baked-token-ids", mutant_baked_token_ids, moe, ("FDC301", "FDC304"), "capture-time token ids baked in"),
+        case("mutant-flag-gated-clear", mutant_flag_gated_clear, moe, ("FDC203",), "clear skipped while the graph flag is off"),
         case("mutant-clear-raises-before-capture", mutant_clear_raises_before_capture, moe, ("FDC303",), "FastDeploy's AttributeError"),
         *config_mutant_cases(glm4),
     ]

@@ -166,11 +166,23 @@ def postprocess_ignoring_tp_divisibility(cfg: FDConfig) -> FDConfig:
     return _postprocess(cfg, skip=frozenset({"tp"}))
 
 
-# Mutant -> the one finding code the property test must report for it.
-MUTANTS: dict[str, tuple[Callable[[FDConfig], FDConfig], str]] = {
-    "forcing_prefill_graphs": (postprocess_forcing_prefill_graphs, "FDC401"),
-    "keeping_user_order": (postprocess_keeping_user_order, "FDC402"),
-    "ignoring_speculative_step": (postprocess_ignoring_speculative_step, "FDC403"),
-    "keeping_static_graph_for_rl": (postprocess_keeping_static_graph_for_rl, "FDC404"),
-    "ignoring_tp_divisibility": (postprocess_ignoring_tp_divisibility, "FDC405"),
+def postprocess_duplicating_unused_prefill_max(cfg: FDConfig) -> FDConfig:
+    """MUTANT (FastDeploy's default shape): the prefill size list gets its max size appended again
+    while prefill graphs are off -> FDC406 (a warning: nothing captures that list today)."""
+    _postprocess(cfg)
+    g = cfg.graph_opt_config
+    if not g.cudagraph_only_prefill and g.cudagraph_capture_sizes_prefill:
+        g.cudagraph_capture_sizes_prefill.append(max(g.cudagraph_capture_sizes_prefill))
+    return cfg
+
+
+# Mutant -> the codes C6 must report for it: the property test's error, and the warnings
+# (FDC406) its search finds. Keeping the user's order also leaves the UNUSED list unsorted.
+MUTANTS: dict[str, tuple[Callable[[FDConfig], FDConfig], tuple[str, ...]]] = {
+    "forcing_prefill_graphs": (postprocess_forcing_prefill_graphs, ("FDC401",)),
+    "keeping_user_order": (postprocess_keeping_user_order, ("FDC402", "FDC406")),
+    "ignoring_speculative_step": (postprocess_ignoring_speculative_step, ("FDC403",)),
+    "keeping_static_graph_for_rl": (postprocess_keeping_static_graph_for_rl, ("FDC404",)),
+    "ignoring_tp_divisibility": (postprocess_ignoring_tp_divisibility, ("FDC405",)),
+    "duplicating_unused_prefill_max": (postprocess_duplicating_unused_prefill_max, ("FDC406",)),
 }

@@ -93,6 +93,17 @@ class ClearRaisesBeforeCaptureGlm4MoeModel(Glm4MoeModel):
         self.runtime.events.mark(CLEAR_END_MARK, owner=self.graph_owner)
 
 
+class FlagGatedClearGlm4MoeModel(Glm4MoeModel):
+    """FDC203: clear does nothing while the graph flag is off (``if not use_cudagraph: return``), so
+    the graphs captured before the engine switched the flag off are stranded, alive and pinning
+    their pools and weights."""
+
+    def clear_graph_opt_backend(self) -> None:
+        if not self.graph_opt_config.use_cudagraph:
+            return  # defect: the flag says what to capture next, not what exists
+        super().clear_graph_opt_backend()
+
+
 def _glm4_wrapper_with(inner: type, name: str) -> type:
     """The good GLM4-MoE wrapper with one inner-model class swapped in."""
     doc = inner.__doc__
@@ -102,4 +113,5 @@ def _glm4_wrapper_with(inner: type, name: str) -> type:
 LeakyClearGlm4Moe = _glm4_wrapper_with(LeakyClearGlm4MoeModel, "LeakyClearGlm4Moe")
 ForgetfulClearGlm4Moe = _glm4_wrapper_with(ForgetfulClearGlm4MoeModel, "ForgetfulClearGlm4Moe")
 BakedTokenIdsGlm4Moe = _glm4_wrapper_with(BakedTokenIdsGlm4MoeModel, "BakedTokenIdsGlm4Moe")
+FlagGatedClearGlm4Moe = _glm4_wrapper_with(FlagGatedClearGlm4MoeModel, "FlagGatedClearGlm4Moe")
 ClearRaisesBeforeCaptureGlm4Moe = _glm4_wrapper_with(ClearRaisesBeforeCaptureGlm4MoeModel, "ClearRaisesBeforeCaptureGlm4Moe")

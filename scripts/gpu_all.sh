@@ -20,15 +20,14 @@ step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its 
   echo "=== $name"; timeout "$secs" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   grep -vE '^\[transformers\]|Warning:|warnings.warn' "$OUT/$name.log" | tail -${TAIL:-25}; echo "=== $name rc=$rc"
 }
-# 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants)
-step kit-gpu-tests 330 $PY -m pytest -m gpu -p no:cacheprovider -q -rfEs -s --junitxml="$OUT/junit-gpu.xml" tests
-# 2. (the suites over every mutant on real graphs run inside step 1:
-#    tests/test_suites_cpu.py::test_gpu_suites_pass_good_and_catch_mutants)
-# 3. the main job on real graphs: the reference models must all be certified
-step run-cuda 150 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
+# 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants, outside
+#    models serial vs -n 4 on one GPU)
+step kit-gpu-tests 320 $PY -m pytest -m gpu -p no:cacheprovider -q -rfEs -s --junitxml="$OUT/junit-gpu.xml" tests
+# 2. the main job on real graphs: the reference models must all be certified
+step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
-# 4. suite wall time on real graphs
-step suite-time 150 $PY bench/suite_time.py
-# 5. leak-detection resolution: noise floor of the clear check and the smallest leak it sees
-step leak-resolution 120 $PY bench/leak_resolution.py --cycles 10
+# 3. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
+step xdist-verdicts 150 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
+# 4. leak-detection resolution: noise floor of the clear check and the smallest leak it sees
+step leak-resolution 60 $PY bench/leak_resolution.py --cycles 10
 exit 0

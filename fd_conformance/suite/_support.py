@@ -6,12 +6,13 @@ Kept private (underscore) so pytest never collects it and the suites stay one cl
 from __future__ import annotations
 
 import gc
+import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fd_conformance.findings import Finding, Location, make_finding
-from fd_conformance.runtime.base import Graph, MemoryStats, Runtime
+from fd_conformance.runtime.base import EventBus, Graph, Group, MemoryStats, Runtime
 from fd_conformance.verdict import CheckVerdict
 
 # Graph memory on a GPU is measured through the caching allocator after empty_cache(); 1 MiB
@@ -55,16 +56,60 @@ def models_of(subject: Any) -> list[tuple[str, Any]]:
     return models
 
 
+# Objects the ownership walk never enters: they are shared by every model (the runtime and its
+# event bus, groups), or are code and classes, so everything would be "reachable" through them.
+_NOT_OWNERS = (Runtime, EventBus, Group, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+#: Objects one walk visits at most: a tiny model has a few thousand; this bounds a pathological one.
+OWNERSHIP_WALK_LIMIT = 500_000
+
+
+def _graphs_reachable(root: Any, avoid: Any) -> set[int]:
+    """Ids of the graphs reachable from ``root`` through its attributes and containers, without
+    passing through ``avoid`` (the other model) or the objects every model shares."""
+    found: set[int] = set()
+    seen = {id(root)}
+    stack = [root]
+    while stack and len(seen) < OWNERSHIP_WALK_LIMIT:
+        obj = stack.pop()
+        for ref in gc.get_referents(obj):
+            if id(ref) in seen or ref is avoid or isinstance(ref, _NOT_OWNERS):
+                continue
+            seen.add(id(ref))
+            if isinstance(ref, Graph):
+                found.add(id(ref))  # a graph is owned, not walked through
+            else:
+                stack.append(ref)
+    return found
+
+
+def graphs_by_model(subject: Any) -> dict[str, list[Graph]]:
+    """The subject's graphs attributed to the model OBJECT that holds them: "main" (reachable from
+    the wrapper), "draft" (from the draft), or "unattributed" (held by neither alone -- by the
+    runner, or by both). Owner labels are free text ("mtp", "spec", "eagle"...) and never decide."""
+    graphs = list(subject.graphs())
+    if subject.draft is None:
+        return {"main": graphs, "draft": [], "unattributed": []}
+    main = _graphs_reachable(subject.wrapper, avoid=subject.draft)
+    draft = _graphs_reachable(subject.draft, avoid=subject.wrapper)
+    out: dict[str, list[Graph]] = {"main": [], "draft": [], "unattributed": []}
+    for graph in graphs:
+        key = id(graph)
+        role = "main" if key in main and key not in draft else "draft" if key in draft and key not in main else "unattributed"
+        out[role].append(graph)
+    return out
+
+
 def require_clear_methods(subject: Any) -> None:
-    """Skip a lifecycle check when a wrapper has no clear method at all: the protocol check
-    reports that (FDC001), and every later step would only fail as a consequence of it."""
+    """Skip a lifecycle check when a wrapper has no working clear method (none at all, or only
+    forwarding shims to a name nothing defines): the protocol check reports that (FDC001), and
+    every later step would only fail as a consequence of it."""
     import pytest
 
-    from fd_conformance.protocol import CANONICAL, LEGACY
+    from fd_conformance.protocol import resolve_clear_method
 
     for role, model in models_of(subject):
-        if not any(callable(getattr(model, name, None)) for name in (CANONICAL, LEGACY)):
-            pytest.skip(f"{role} wrapper {type(model).__qualname__} has no clear method; the protocol check reports it (FDC001)")
+        if resolve_clear_method(model) is None:
+            pytest.skip(f"{role} wrapper {type(model).__qualname__} has no working clear method; the protocol check reports it (FDC001)")
 
 
 def graphs_on(subject: Any) -> None:
@@ -74,11 +119,13 @@ def graphs_on(subject: Any) -> None:
 
 
 def clear_models(subject: Any) -> None:
-    """What an engine does to drop graphs: the canonical clear on the wrapper and the draft."""
-    from fd_conformance.protocol import CANONICAL, LEGACY
+    """What an engine does to drop graphs: the clear method of the wrapper and of the draft, under
+    whichever spelling the model has (require_clear_methods ran first: both resolve)."""
+    from fd_conformance.protocol import resolve_clear_method
 
     for _, model in models_of(subject):
-        method = getattr(model, CANONICAL, None) or getattr(model, LEGACY)
+        method = resolve_clear_method(model)
+        assert method is not None, f"{type(model).__qualname__}: require_clear_methods() must run first"
         method()
 
 

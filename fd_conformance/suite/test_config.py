@@ -1,8 +1,10 @@
-"""C6 config: the graph-opt invariants (FDC401-FDC405) hold on every config the case's engine
+"""C6 config: the graph-opt invariants (FDC401-FDC405; FDC406 a warning) hold on every config the case's engine
 post-processor produces, property-tested over a Hypothesis strategy of raw graph-opt configs;
 the failure names Hypothesis's minimal counter-example."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -26,17 +28,31 @@ def test_config_postprocessor(request: pytest.FixtureRequest, fd_case: ModelCase
         pytest.skip(f"config rules are device-independent: checked once, on the {first_row} row")
     if fd_case.config_postprocessor is None:
         pytest.skip(f"{fd_case.name} declares no config_postprocessor (ModelCase.config_postprocessor)")
-    from fd_conformance.config_rules import InvariantViolation, assert_postprocessor_preserves_invariants
-    from fd_conformance.findings import Location, make_finding
+    from fd_conformance.config_rules import (
+        InvariantViolation,
+        assert_postprocessor_preserves_invariants,
+        find_config_warnings,
+    )
 
     try:
         assert_postprocessor_preserves_invariants(
             fd_case.config_postprocessor, fd_case.config_builder, max_examples=MAX_EXAMPLES
         )
     except InvariantViolation as violation:
-        where = Location(obj=f"{fd_case.name}: {violation.raw.describe()}")
-        for finding in violation.findings:
-            fd_verdict.add(make_finding(finding.code, f"{finding.message} (minimal config: {violation.raw.describe()})", finding.hint, where))
+        add_violation(fd_case, fd_verdict, violation)
         if violation.error is not None:
             pytest.fail(f"{fd_case.name}: config post-processor crashed on {violation.raw.describe()}: {violation.error!r}", pytrace=False)
+    # Warnings (FDC406) never fail the check; they are reported with their own minimal config.
+    warned = find_config_warnings(fd_case.config_postprocessor, fd_case.config_builder, max_examples=MAX_EXAMPLES)
+    if warned is not None:
+        add_violation(fd_case, fd_verdict, warned)
     fd_verdict.conclude()
+
+
+def add_violation(case: ModelCase, verdict: CheckVerdict, violation: Any) -> None:
+    """Each finding of a violation, located at the case and naming the minimal raw config."""
+    from fd_conformance.findings import Location, make_finding
+
+    where = Location(obj=f"{case.name}: {violation.raw.describe()}")
+    for finding in violation.findings:
+        verdict.add(make_finding(finding.code, f"{finding.message} (minimal config: {violation.raw.describe()})", finding.hint, where))

@@ -15,6 +15,7 @@ from fd_conformance.suite._support import (
     add_alive_graph_findings,
     alive_graphs,
     graph_refs,
+    graphs_by_model,
     recorded,
     recorder_findings,
     require_clear_methods,
@@ -64,13 +65,10 @@ def test_teardown_order(
 def require_graphs_for_flags(case: ModelCase, subject: Any, use_cudagraph: bool, draft_model_use_cudagraph: bool) -> None:
     """Fail (one line) when a model whose graph flag is on owns no graph after capture and a step
     per size: teardown order over zero graphs proves nothing about that model."""
-    owners = [graph.owner for graph in subject.graphs()]
-    # Owners are free labels ("main"/"draft" in the reference runners): a main graph is any graph
-    # not labelled "draft"; a draft graph is a "draft" one, or any graph while the main flag is off.
-    has = {
-        "main": any(owner != "draft" for owner in owners),
-        "draft": "draft" in owners or (not use_cudagraph and bool(owners)),
-    }
+    # Attributed by which model object holds the graph (see graphs_by_model), never by its label;
+    # graphs held by neither alone (a runner-owned step graph) count for either flag.
+    owned = graphs_by_model(subject)
+    has = {role: bool(owned[role] or owned["unattributed"]) for role in ("main", "draft")}
     flagged = [owner for owner, on in (("main", use_cudagraph), ("draft", draft_model_use_cudagraph and subject.draft is not None)) if on]
     empty = [owner for owner in flagged if not has[owner]]
     if empty:
