@@ -22,12 +22,12 @@ step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its 
 }
 # 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants, outside
 #    models serial vs -n 4 on one GPU)
-step kit-gpu-tests 320 $PY -m pytest -m gpu -p no:cacheprovider -q -rfEs -s --junitxml="$OUT/junit-gpu.xml" tests
+step kit-gpu-tests 300 $PY -m pytest -m gpu -p no:cacheprovider -q -rfEs -s --junitxml="$OUT/junit-gpu.xml" tests
 # 2. the main job on real graphs: the reference models must all be certified
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
 # 3. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
 step xdist-verdicts 150 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
 # 4. leak-detection resolution: noise floor of the clear check and the smallest leak it sees
-step leak-resolution 60 $PY bench/leak_resolution.py --cycles 10
+step leak-resolution 45 $PY bench/leak_resolution.py --cycles 10
 exit 0
