@@ -49,36 +49,29 @@ def f_not(a: Formula) -> Formula:
     return ("not", a)
 
 
-def f_and(*parts: Formula) -> Formula:
+def _fold(op: str, absorbing: Formula, identity: Formula, parts: tuple[Formula, ...]) -> Formula:
+    """One n-ary ``op`` node with constants folded and nested ``op`` nodes flattened."""
     out: list[Formula] = []
     for p in parts:
-        if p is FALSE:
-            return FALSE
-        if p is TRUE:
+        if p is absorbing:
+            return absorbing
+        if p is identity:
             continue
-        if p[0] == "and":
+        if p[0] == op:
             out.extend(p[1:])
         else:
             out.append(p)
     if not out:
-        return TRUE
-    return out[0] if len(out) == 1 else ("and", *out)
+        return identity
+    return out[0] if len(out) == 1 else (op, *out)
+
+
+def f_and(*parts: Formula) -> Formula:
+    return _fold("and", FALSE, TRUE, parts)
 
 
 def f_or(*parts: Formula) -> Formula:
-    out: list[Formula] = []
-    for p in parts:
-        if p is TRUE:
-            return TRUE
-        if p is FALSE:
-            continue
-        if p[0] == "or":
-            out.extend(p[1:])
-        else:
-            out.append(p)
-    if not out:
-        return FALSE
-    return out[0] if len(out) == 1 else ("or", *out)
+    return _fold("or", TRUE, FALSE, parts)
 
 
 def _size(f: Formula) -> int:
