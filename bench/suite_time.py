@@ -6,6 +6,7 @@ what a CI job pays.
     python bench/suite_time.py                     # bundled good models, default 5 cycles
     python bench/suite_time.py --include-mutants   # the mutant-verification session
     python bench/suite_time.py --isolate off       # in-process, to see the isolation overhead
+    python bench/suite_time.py --device cuda --workers 0 2 4 8   # serial vs -n N on one GPU, speed-up
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from pathlib import Path
 from fd_conformance.devices import visible_gpu_count
 
 
-def run_suite(device: str, args: argparse.Namespace) -> tuple[float, dict[str, object]]:
-    """(wall seconds, conformance.json) of one suite session on ``device`` rows."""
+def run_suite(device: str, args: argparse.Namespace, workers: int = 0) -> tuple[float, dict[str, object]]:
+    """(wall seconds, conformance.json) of one suite session on ``device`` rows, ``-n workers``
+    (0: serial; on one GPU every worker shares it)."""
     with tempfile.TemporaryDirectory(prefix="fdc-bench-") as out:
         cmd = [
             sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider",
@@ -33,6 +35,8 @@ def run_suite(device: str, args: argparse.Namespace) -> tuple[float, dict[str, o
             cmd += ["-m", "gpu"]
         if args.include_mutants:
             cmd.append("--fd-include-mutants")
+        if workers:
+            cmd += ["-n", str(workers)]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -60,15 +64,24 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=5, help="--fd-cycles for the weight-cycle check (default 5)")
     parser.add_argument("--isolate", default="marked", choices=("marked", "all", "off"), help="--fd-isolate mode (default marked)")
     parser.add_argument("--include-mutants", action="store_true", help="time the mutant-verification session instead")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cpu, and cuda when visible")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0], metavar="N", help="-n values to time (0 = serial)")
     args = parser.parse_args()
-    devices = ["cpu"] + (["cuda"] if visible_gpu_count() > 0 else [])
+    gpu = visible_gpu_count() > 0
+    devices = {"auto": ["cpu"] + (["cuda"] if gpu else []), "cpu": ["cpu"], "cuda": ["cuda"] if gpu else []}[args.device]
     for device in devices:
-        wall, document = run_suite(device, args)
-        print(describe(device, wall, document))
-    if "cuda" not in devices:
+        walls: dict[int, float] = {}
+        for workers in args.workers:
+            walls[workers], document = run_suite(device, args, workers)
+            print(f"-n {workers}: " + describe(device, walls[workers], document))
+        if len(walls) > 1:
+            base = walls[args.workers[0]]
+            print(f"| {device} -n | wall s | speed-up vs -n {args.workers[0]} |\n|---|---|---|")
+            for workers, wall in walls.items():
+                print(f"| {workers} | {wall:.1f} | {base / wall:.2f}x |")
+    if "cuda" not in devices and args.device != "cpu":
         print("cuda: skipped (no GPU visible)")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

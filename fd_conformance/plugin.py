@@ -204,6 +204,21 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a GPU host: workers per GPU from free memory and cores (several share one GPU:
+    the models are tiny). Without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set, xdist decides."""
+    from fd_conformance.devices import visible_gpu_count
+    from fd_conformance.xdist_gpus import auto_worker_count, free_gpu_bytes, physical_gpu_ids
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    free = free_gpu_bytes(physical_gpu_ids(visible_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES")))
+    if not free:
+        return None
+    return auto_worker_count(os.cpu_count() or 1, free)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     ledger = node.config.stash.get(LEDGER_KEY, None)
     if ledger is not None:

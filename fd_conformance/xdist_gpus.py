@@ -1,4 +1,4 @@
-"""One GPU per pytest-xdist worker, handed out by the controller.
+"""GPUs for pytest-xdist workers, handed out by the controller; how many workers ``-n auto`` starts.
 
 Mapping ``PYTEST_XDIST_WORKER`` (gwN) modulo the GPU count is wrong once xdist replaces a
 crashed worker: the replacement gets a fresh id (gw<N+k>) and can land on a GPU a live worker
@@ -11,10 +11,44 @@ passes the physical id to the worker in ``workerinput``. The worker pins
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 WORKERINPUT_KEY = "fd_conformance_gpu"  # physical device id string, as CUDA_VISIBLE_DEVICES spells it
+# What one worker may take of a GPU: its CUDA context (~0.5 GiB), its isolation worker's context
+# and the tiny conformance models with their graph pools. Measured peak is well under this; the
+# budget only stops `-n auto` from packing more workers than a small or busy GPU can hold.
+WORKER_GPU_BYTES = 4 << 30
+# Workers per GPU beyond this stop paying off: they queue on one device's streams (measured on
+# one H200 by bench/suite_time.py --workers).
+MAX_WORKERS_PER_GPU = 8
+NVIDIA_SMI_TIMEOUT_S = 10.0
+
+
+def free_gpu_bytes(gpus: Sequence[str]) -> list[int] | None:
+    """Free memory of each of ``gpus`` from nvidia-smi (importing a framework here would create a
+    CUDA context in the xdist controller); None when nvidia-smi is absent or fails."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None or not gpus:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, f"--id={','.join(gpus)}", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True,
+        ).stdout  # fmt: skip
+        return [int(line.strip()) << 20 for line in out.splitlines() if line.strip()]  # MiB -> bytes
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def auto_worker_count(cores: int, free_bytes: Sequence[int]) -> int:
+    """``-n auto`` on a GPU host: several workers share each GPU while the models are tiny --
+    as many as its free memory holds at WORKER_GPU_BYTES each, at most MAX_WORKERS_PER_GPU, and
+    never more than half the cores (each worker drives an isolation worker process of its own)."""
+    per_gpu = [max(1, min(MAX_WORKERS_PER_GPU, free // WORKER_GPU_BYTES)) for free in free_bytes]
+    return max(1, min(sum(per_gpu), max(1, cores // 2)))
 
 
 def physical_gpu_ids(count: int, visible: str | None) -> list[str]:

@@ -4,6 +4,7 @@ cost, and the GPU-per-xdist-worker ledger (its logic on CPU, including worker re
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,15 @@ from fd_conformance import plugin
 from fd_conformance.case_loading import coerce_cases, load_spec, select_cases
 from fd_conformance.cases import ModelCase
 from fd_conformance.errors import UsageError
-from fd_conformance.xdist_gpus import WORKERINPUT_KEY, GpuLedger, physical_gpu_ids, pin_worker_gpu
+from fd_conformance.xdist_gpus import (
+    MAX_WORKERS_PER_GPU,
+    WORKER_GPU_BYTES,
+    WORKERINPUT_KEY,
+    GpuLedger,
+    auto_worker_count,
+    physical_gpu_ids,
+    pin_worker_gpu,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -240,6 +249,44 @@ def test_ledger_oversubscribed_spreads_load_and_no_gpu_gives_none() -> None:
     ledger = GpuLedger(["0", "1"])
     assert [ledger.claim(f"gw{i}") for i in range(4)] == ["0", "1", "0", "1"]
     assert GpuLedger([]).claim("gw0") is None
+
+
+def test_auto_workers_share_a_gpu_within_memory_and_cores() -> None:
+    h200 = 139 << 30
+    assert auto_worker_count(16, [h200]) == MAX_WORKERS_PER_GPU  # tiny models: 8 workers on one GPU
+    assert auto_worker_count(4, [h200]) == 2  # half the cores: each worker drives an isolation worker
+    assert auto_worker_count(64, [h200, h200]) == 2 * MAX_WORKERS_PER_GPU  # spread over both GPUs
+    assert auto_worker_count(16, [3 * WORKER_GPU_BYTES]) == 3  # a busy GPU holds fewer
+    assert auto_worker_count(16, [1 << 20]) == 1  # a full GPU still gets one worker, never zero
+    assert auto_worker_count(1, [h200]) == 1
+
+
+def fake_nvidia_smi(tmp_path: Path, free_mib: list[int]) -> str:
+    """A real executable named nvidia-smi printing per-GPU free MiB, first on PATH."""
+    exe = tmp_path / "bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n" + "".join(f"echo {m}\n" for m in free_mib))
+    exe.chmod(0o755)
+    return f"{exe.parent}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_n_auto_starts_workers_per_gpu(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-n auto` through the real xdist: the plugin's hook decides the count from GPU memory."""
+    free = 3 * WORKER_GPU_BYTES
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, [free >> 20]))
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "1")
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    here = auto_worker_count(os.cpu_count() or 1, [free])  # 1 on a 2-core CI machine, 3 on a GPU host
+    pytester.makepyfile("def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([f"*created: {here}/{here} worker*"])
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) == 3
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")  # the user's setting wins
+    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")  # no GPU: xdist's own count (the cores)
+    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
 
 
 def test_worker_pins_its_gpu_before_frameworks() -> None:

@@ -138,12 +138,12 @@ def test_gpu_suites_pass_good_and_catch_mutants(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("held", "resolution", "leak"),
     [
-        ([1000, 1100, 1200, 1300], 1 << 20, True),  # steady growth below the GPU resolution: a tiny model's leak
-        ([1000, 1100, 1100, 1100], 1 << 20, False),  # settles after one cycle: lazy state, not a leak
-        ([1000, 1000 + (2 << 20)], 1 << 20, True),  # one big jump beyond the resolution
-        ([1000, 1005], 0, True),  # host emulation: exact bytes, any growth
-        ([1000, 1005], 1 << 20, False),  # one small delta on a GPU: not enough evidence
-        ([1000], 0, False),
+        ([1000, 1100, 1200, 1300], 4096, True),  # steady growth below the GPU resolution: a tiny model's leak
+        ([1000, 1100, 1100, 1100], 4096, False),  # settles after one cycle: lazy state, not a leak
+        ([1000, 1000 + 4096], 4096, True),  # the resolution is the smallest leak reported: 4 KiB is one
+        ([1000, 1000 + 4095], 4096, False),  # one byte less, one delta: allocator rounding, not evidence
+        ([1000, 1005], 1, True),  # host emulation: exact bytes, any growth
+        ([1000], 1, False),
     ],
 )
 def test_memory_growth_criterion(held: list[int], resolution: int, leak: bool) -> None:

@@ -1,5 +1,5 @@
 """C2 clear: after clear_graph_opt_backend() no graph of the model (main or draft) is alive
-(FDC203) and graph memory is back to the post-warm-up baseline (FDC302; 1 MiB resolution on a
+(FDC203) and graph memory is back to the post-warm-up baseline (FDC302; 4 KiB resolution on a
 GPU, exact tracked bytes under host emulation); clearing before any capture and clearing twice
 are safe no-ops (FDC303); and clear destroys every graph the model owns whatever its graph flag
 says NOW (FDC203): engines switch flags at run time, after graphs were captured under them."""
@@ -63,9 +63,9 @@ def test_clear_releases_graphs_and_memory(
     }
     if after.graphs is not None and baseline.graphs is not None:
         # Host emulation can attribute bytes: judge graph memory alone (a copy the model keeps
-        # outside its graphs is not a clear leak; on a GPU it would sit below the resolution).
+        # outside its graphs is not a clear leak; a GPU cannot tell the two apart).
         held = {"allocated": after.graphs - baseline.graphs}
-    over = {kind: delta for kind, delta in held.items() if delta > resolution}
+    over = {kind: delta for kind, delta in held.items() if delta >= resolution}
     # Memory is judged only once no graph is alive: a live graph holds its pool by definition,
     # and FDC203 already names it (one defect, one finding).
     if "FDC203" not in fd_verdict.error_codes and over:

@@ -1,0 +1,95 @@
+"""First-result latency: how long a user waits for the first check of a suite session, and where
+that time goes.
+
+Two figures, each from fresh processes (what a user pays, warm OS file cache):
+1. session: ``pytest --pyargs fd_conformance.suite`` on one case, streamed; seconds from launch to
+   the first result line, and to the end.
+2. phases: the same first check's steps timed one by one in a fresh interpreter without pytest
+   (framework import, runtime/device init, model build, warm-up, capture of every size, one
+   replay), so a cut can be aimed at the phase that costs.
+
+    python bench/first_result.py                       # cuda when visible, else cpu
+    python bench/first_result.py --device cpu --case torch-glm4-moe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from fd_conformance.devices import visible_gpu_count
+
+RESULT_LINE = re.compile(r"\b(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
+
+PHASES = r"""
+import json, sys, time
+t = time.perf_counter(); marks = {}
+def mark(name):
+    global t
+    now = time.perf_counter(); marks[name] = round(now - t, 3); t = now
+import torch; mark("import torch")
+from fd_conformance.runtime import get_runtime
+runtime = get_runtime("torch", sys.argv[1]); runtime.synchronize(); runtime.memory_stats(); mark("runtime + device init")
+from fd_reference_models import cases
+case = next(c for c in cases.all_cases() if c.name == sys.argv[2])
+subject = case.factory(runtime); mark("model build (imports included)")
+from fd_conformance.suite._support import graphs_on
+graphs_on(subject)
+subject.eager_forward(subject.make_inputs(max(case.capture_sizes))); runtime.synchronize(); mark("eager warm-up")
+subject.runner.capture_model(); runtime.synchronize(); mark(f"capture {len(case.capture_sizes)} sizes")
+subject.forward(subject.make_inputs(case.capture_sizes[0])); runtime.synchronize(); mark("first replay")
+print(json.dumps(marks))
+"""
+
+
+def session(device: str, case: str, extra: list[str]) -> tuple[float | None, float, str]:
+    """(seconds to the first result line, seconds to the end, that line) of one suite session."""
+    with tempfile.TemporaryDirectory(prefix="fdc-first-") as out:
+        cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-v", "-p", "no:cacheprovider",
+               f"--fd-report={out}", "-k", f"{device} and {case}", *extra]  # fmt: skip
+        if device == "cuda":
+            cmd += ["-m", "gpu"]
+        start = time.perf_counter()
+        first, line_seen, lines = None, "", []
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if first is None and "::" in line and RESULT_LINE.search(line):
+                    first, line_seen = time.perf_counter() - start, line.strip()
+        if first is None:  # say why instead of printing a figure that means nothing
+            line_seen = "no result: " + "".join(lines[-5:]).strip().replace("\n", " | ")
+        return first, time.perf_counter() - start, line_seen
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--case", default="torch-glm4-moe", help="a bundled case name (default torch-glm4-moe)")
+    args = parser.parse_args()
+    device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
+    case = args.case
+    exact = f"{case}-{device}"  # -k on the parameter id: not its -mtp sibling
+    for label, extra in (("isolated (default)", []), ("in-process (--fd-isolate=off)", ["--fd-isolate=off"])):
+        first, total, line = session(device, exact, extra)
+        shown = f"{first:.1f} s" if first is not None else "none"
+        print(f"session {label:<30} first result {shown:>7}, session {total:.1f} s  [{line[:300]}]")
+    proc = subprocess.run([sys.executable, "-c", PHASES, device, case], capture_output=True, text=True)
+    if proc.returncode:
+        print(f"phases failed:\n{proc.stderr[-2000:]}")
+        return 1
+    marks = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"phases of the first check ({case} on {device}, fresh interpreter, no pytest):")
+    for name, seconds in marks.items():
+        print(f"  {name:<32} {seconds:7.3f} s")
+    print(f"  {'total':<32} {sum(marks.values()):7.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
