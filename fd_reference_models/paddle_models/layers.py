@@ -17,6 +17,8 @@ import numpy as np
 import paddle
 from paddle import nn
 
+from fd_conformance.engine.comm_group import CommGroupMixin as CommGroupMixin  # re-exported: the models import it from here
+
 NEG_INF = -1e9  # additive causal mask; finite so a fully-masked row cannot produce NaN
 
 
@@ -126,15 +128,3 @@ class DenseDecoderLayer(nn.Layer):
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         x = x + self.attn(self.input_norm(x))
         return x + self.mlp(self.post_norm(x))
-
-
-class CommGroupMixin:
-    """The communication group an inner model's collectives run on (the runner sets it each
-    weight cycle; same attribute names as the torch reference models so one runner drives both)."""
-
-    def set_comm_group(self, group: Any) -> None:
-        self.__dict__["comm_group"] = group  # plain dict write: not a sublayer/parameter
-
-    def graph_groups(self) -> tuple[Any, ...]:
-        group = self.__dict__.get("comm_group")
-        return (group,) if group is not None else ()

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fd_conformance.runtime.base import Group
+from fd_conformance.engine.comm_group import CommGroupMixin as CommGroupMixin  # re-exported: the models import it from here
 
 NORM_SUFFIXES = ("norm.weight", "enorm.weight", "hnorm.weight")
 
@@ -67,14 +67,3 @@ def install_tp_reduce(owner: Any, mlps: Sequence[nn.Module]) -> None:
     hook = TensorParallelReduce(owner)
     for mlp in mlps:
         mlp.register_forward_hook(hook)
-
-
-class CommGroupMixin:
-    """The communication group an inner model's collectives run on (set by the runner)."""
-
-    def set_comm_group(self, group: Group | None) -> None:
-        self.__dict__["comm_group"] = group
-
-    def graph_groups(self) -> Sequence[Group]:
-        group = self.__dict__.get("comm_group")
-        return (group,) if group is not None else ()

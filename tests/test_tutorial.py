@@ -1,0 +1,97 @@
+"""The README's "Tutorial: from zero to certified" is run VERBATIM: its python blocks (each after a
+``<!-- tutorial: tiny_lm.py -->`` marker) become ``tiny_lm.py``, its certify command runs on it
+through the real kit on CPU, and the row must be certified. The same module with the wrapper's
+clear method deleted must NOT be certified, so a tutorial that stopped exercising the contract
+(or a kit that stopped checking it) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+SECTION = "## Tutorial: from zero to certified"
+MODULE_MARKER = "<!-- tutorial: tiny_lm.py -->"
+CERTIFY_MARKER = "<!-- tutorial: certify -->"
+CONSOLE_SCRIPT = "fd-conformance"  # [project.scripts] fd-conformance = "fd_conformance.cli:main"
+CLEAR_METHOD = re.compile(r"\n    def clear_graph_opt_backend\(self\) -> None:\n        self\.model\.clear_graph_opt_backend\(\)\n")
+
+
+def tutorial() -> str:
+    assert SECTION in README, "README lost its tutorial section"
+    return README.split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+def fenced_after(marker: str, language: str) -> list[str]:
+    """Every ``language`` block that directly follows ``marker``, verbatim, in README order."""
+    return re.findall(re.escape(marker) + r"\n```" + language + r"\n(.*?)```", tutorial(), re.S)
+
+
+def tutorial_module() -> str:
+    blocks = fenced_after(MODULE_MARKER, "python")
+    assert len(blocks) >= 4, f"expected the tutorial's 4 steps as marked python blocks, found {len(blocks)}"
+    return "\n\n".join(blocks)
+
+
+def certify_command() -> list[str]:
+    (block,) = fenced_after(CERTIFY_MARKER, "bash")
+    (line,) = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    argv = shlex.split(line)
+    assert argv[0] == CONSOLE_SCRIPT, argv
+    # The console script and ``python -m fd_conformance.cli`` are one entry point; the module form
+    # runs THIS checkout's kit whatever is installed on PATH.
+    return [sys.executable, "-m", "fd_conformance.cli", *argv[1:]]
+
+
+def certify(directory: Path, source: str) -> dict[str, Any]:
+    """Write ``tiny_lm.py`` into ``directory`` and run the tutorial's command there, on CPU."""
+    directory.mkdir()
+    (directory / "tiny_lm.py").write_text(source)
+    env = {
+        **os.environ,
+        "FD_CONFORMANCE_GPU": "0",  # CPU rows (host-emulated graphs) on any machine
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(certify_command(), cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+    report = directory / "fd-conformance-report" / "conformance.json"  # run's default --out
+    assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = json.loads(report.read_text())["cases"]
+    return {"proc": proc, "row": row, "log": proc.stdout[-3000:] + proc.stderr[-3000:]}
+
+
+def test_tutorial_uses_only_the_public_kit() -> None:
+    source = tutorial_module()
+    assert "fd_reference_models" not in source, "the tutorial must build on fd_conformance.engine, not the reference zoo"
+    assert "from fd_conformance.engine import" in source
+    compile(source, "tiny_lm.py", "exec")
+
+
+def test_tutorial_model_is_certified(tmp_path: Path) -> None:
+    result = certify(tmp_path / "good", tutorial_module())
+    row = result["row"]
+    assert result["proc"].returncode == 0, result["log"]
+    assert row["name"] == "tiny-lm" and row["verdict"] == "certified", (row, result["log"])
+    assert row["observed_findings"] == [], row
+    assert "fd-conformance: PASS" in result["proc"].stdout, result["log"]
+
+
+def test_tutorial_model_without_its_clear_method_is_not_certified(tmp_path: Path) -> None:
+    broken, removed = CLEAR_METHOD.subn("\n", tutorial_module())
+    assert removed == 1, "the tutorial's wrapper no longer has the clear method this test deletes"
+    result = certify(tmp_path / "broken", broken)
+    row = result["row"]
+    assert result["proc"].returncode == 1, result["log"]
+    assert row["verdict"] != "certified", row
+    assert "FDC001" in row["observed_findings"], (row, result["log"])
