@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fd_conformance import changed  # `changed --base REV`: model cases a git change can affect
 
     changed.add_cli(sub)
+    from fd_conformance.fastdeploy import cli as fastdeploy_cli  # `fastdeploy PATH`: the real engine on CPU
+
+    fastdeploy_cli.add_cli(sub)
     return parser
 
 

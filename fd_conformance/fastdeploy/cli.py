@@ -1,0 +1,190 @@
+"""``fd-conformance fastdeploy PATH``: the three tables for a FastDeploy checkout, on CPU.
+
+Exit codes: 0 every table clean; 1 any violation (an error-level finding in any table);
+2 bad PATH (the message says what a checkout must hold); 3 a table could not run (its module
+failed to import, or FastDeploy's teardown body raised on the stand-ins) and nothing else was
+wrong; 6 a package FastDeploy imports is missing (the message names it and the install).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VIOLATIONS, UsageError
+
+HELP = "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3)"
+TABLES = ("config", "models", "runner")
+DEFAULT_EXAMPLES = 100
+
+
+def add_cli(subparsers: Any) -> None:
+    """Register ``fd-conformance fastdeploy`` (called from fd_conformance.cli.build_parser)."""
+    parser = subparsers.add_parser("fastdeploy", help=HELP, description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", nargs="?", default=None, metavar="PATH",
+                        help="FastDeploy checkout (the directory holding fastdeploy/); default: the installed fastdeploy")
+    parser.add_argument("--only", action="append", choices=TABLES, default=None,
+                        help="run only this table (repeatable); default: all three")
+    parser.add_argument("--max-examples", type=int, default=DEFAULT_EXAMPLES, metavar="N",
+                        help=f"Hypothesis examples per config rule (default {DEFAULT_EXAMPLES})")
+    parser.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="also write the tables as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every finding in full, and the calls made")
+    parser.set_defaults(func=run)
+
+
+def _codes(findings: Sequence[Any]) -> str:
+    counts = Counter(f.code for f in findings)
+    return ", ".join(f"{code} x{n}" if n > 1 else code for code, n in sorted(counts.items())) or "-"
+
+
+def _table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    out.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+    for row in rows:
+        out.write("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |\n")
+
+
+def _section(out: TextIO, title: str, rep: Any) -> bool:
+    """The table's heading; False (after the error line) when the table could not run."""
+    out.write(f"\n## {title}\n")
+    if rep.error:
+        out.write(f"ERROR {rep.error}\n")
+    return not rep.error
+
+
+def print_config(out: TextIO, rep: Any, verbose: bool) -> None:
+    if not _section(out, f"1. Config (C6) on the real FDConfig ({rep.where}, current_platform patched to CUDA)", rep):
+        return
+    out.write(f"{rep.built} configs built by FastDeploy, {rep.rejected} refused by it"
+              f"{' (first: ' + rep.first_rejection + ')' if rep.rejected else ''}; {rep.seconds:.1f} s\n")
+    _table(out, ("code", "severity", "verdict", "minimal failing raw config"),
+           [(r.code, r.severity, "VIOLATED" if r.minimal and r.severity == "error" else "WARNING" if r.minimal else "holds",
+             r.minimal or "-") for r in rep.rows])
+    for r in rep.rows:
+        if r.minimal and (verbose or r.severity == "error"):
+            out.write(f"  {r.code}: {r.message}\n")
+
+
+def print_models(out: TextIO, rep: Any, verbose: bool) -> None:
+    if not _section(out, f"2. Protocol on every registered model class ({rep.where})", rep):
+        return
+    out.write(f"{len(rep.rows)} wrapper classes from {rep.modules} modules, {len(rep.import_failures)} module(s) "
+              f"failed to import; {rep.violations} wrapper(s) violate the protocol\n")
+    _table(out, ("wrapper", "class", "verdict", "findings"),
+           [(r.name, r.qualname, "FAIL" if r.is_error else "ok", _codes(r.findings)) for r in rep.rows])
+    for r in rep.rows:
+        for f in r.findings:
+            if verbose or f.is_error:
+                out.write(f"  {r.name}: {f.code} {f.message}\n")
+    if rep.import_failures:
+        _table(out, ("module that failed to import", "error"), sorted(rep.import_failures.items()))
+
+
+def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
+    if not _section(out, f"3. Runner teardown order on the real {rep.where}.clear_parameters / update_parameters", rep):
+        return
+    out.write(f"{len(rep.rows)} runs over recorded stand-ins (compiled ops: fd-conformance import shim)\n")
+    _table(out, ("use_cudagraph", "draft_model_use_cudagraph", "spec method", "method", "verdict", "findings"),
+           [(str(r.combo.use_cudagraph), str(r.combo.draft_model_use_cudagraph), r.combo.spec_method or "None",
+             r.method, "ERROR" if r.error else "FAIL" if r.findings else "ok", r.error or _codes(r.findings))
+            for r in rep.rows])
+    shown: set[tuple[str, str]] = set()
+    for r in rep.rows:
+        for f in r.findings:
+            if verbose or (r.method, f.code) not in shown:
+                shown.add((r.method, f.code))
+                out.write(f"  [{r.combo.label()} {r.method}] {f.code} {f.message}\n")
+        if r.findings and (verbose or len(shown) <= 4):
+            out.write(f"    calls: {' -> '.join(r.calls)}\n")
+
+
+def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+    data: dict[str, Any] = {"seconds": seconds}
+    if "config" in reports:
+        c = reports["config"]
+        data["config"] = {"error": c.error, "built": c.built, "rejected": c.rejected,
+                          "rows": [{"code": r.code, "severity": r.severity, "minimal": r.minimal} for r in c.rows]}
+    if "models" in reports:
+        m = reports["models"]
+        data["models"] = {"error": m.error, "import_failures": m.import_failures,
+                          "rows": [{"name": r.name, "class": r.qualname, "codes": [f.code for f in r.findings]}
+                                   for r in m.rows]}
+    if "runner" in reports:
+        r = reports["runner"]
+        data["runner"] = {"error": r.error, "rows": [
+            {"use_cudagraph": x.combo.use_cudagraph, "draft_model_use_cudagraph": x.combo.draft_model_use_cudagraph,
+             "spec_method": x.combo.spec_method, "method": x.method, "error": x.error,
+             "codes": [f.code for f in x.findings]} for x in r.rows]}
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    from fd_conformance.fastdeploy.checkout import MissingDependency
+
+    try:
+        return _run(args)
+    except MissingDependency as err:  # before cli.main's handler, which maps every UsageError to 2
+        print(f"fd-conformance fastdeploy: error: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
+    from fd_conformance.fastdeploy.checkout import import_environment, import_module, locate
+
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples={args.max_examples} must be at least 1", "pass e.g. --max-examples 100")
+    checkout = locate(args.path)
+    tables = args.only or list(TABLES)
+    out = sys.stdout
+    reports: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    with import_environment(checkout):
+        started = time.perf_counter()
+        import_module("fastdeploy", checkout)
+        seconds["import"] = time.perf_counter() - started
+        # FastDeploy's import leaves a large heap; freezing it keeps Hypothesis's many small
+        # collections cheap. Its INFO logging per FDConfig would drown the tables.
+        gc.freeze()
+        logging.disable(logging.INFO)
+        out.write(f"# fd-conformance fastdeploy {checkout} (import {seconds['import']:.1f} s)\n")
+        try:
+            for table in tables:
+                started = time.perf_counter()
+                if table == "config":
+                    from fd_conformance.fastdeploy.config_bridge import check_config
+
+                    reports[table] = check_config(checkout, max_examples=args.max_examples)
+                    print_config(out, reports[table], args.verbose)
+                elif table == "models":
+                    from fd_conformance.fastdeploy.models_bridge import check_models
+
+                    reports[table] = check_models(checkout)
+                    print_models(out, reports[table], args.verbose)
+                else:
+                    from fd_conformance.fastdeploy.runner_bridge import check_runner
+
+                    reports[table] = check_runner(checkout)
+                    print_runner(out, reports[table], args.verbose)
+                seconds[table] = time.perf_counter() - started
+                out.write(f"({table}: {seconds[table]:.1f} s)\n")
+                out.flush()
+        finally:
+            logging.disable(logging.NOTSET)
+            gc.unfreeze()
+    violations = sum(rep.violations for rep in reports.values())
+    broken = sum(1 for rep in reports.values() if rep.error) + sum(
+        1 for row in getattr(reports.get("runner"), "rows", []) if row.error)
+    if args.json_out:
+        data = to_json(reports, seconds) | {"checkout": str(checkout), "violations": violations, "broken": broken}
+        Path(args.json_out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    verdict = EXIT_VIOLATIONS if violations else EXIT_INCOMPLETE if broken else EXIT_OK
+    out.write(f"\n{violations} table row(s) with violations, {broken} that could not run -> exit {verdict}\n")
+    return verdict

@@ -1,0 +1,317 @@
+"""C3 on FastDeploy's real teardown code: ``GPUModelRunner.clear_parameters`` (and
+``update_parameters``) run over recorded stand-ins, for every flag combination.
+
+The code under test is FastDeploy's own method body, called unbound as
+``GPUModelRunner.clear_parameters(runner, pid)``; ``runner`` is a :class:`StandInRunner`, a fake
+``self`` whose collaborators are the kit's stand-ins: a main model and an MTP draft model that
+own recorded graphs (captured over their parameters and the TP group), a weight manager that
+releases those parameters and shuts the group down as FastDeploy's ``DynamicWeightManager``
+does, and a proposer holding the draft. Every call they receive is logged in order and turned
+into :mod:`fd_conformance.lifecycle` events, so the verdicts are the kit's own rules:
+
+* FDC201 a graph (main or draft) alive when the weight manager releases a parameter it captured,
+* FDC202 a graph alive when the TP group it captured is shut down (the MTP hang),
+* FDC203 a graph still alive when ``clear_parameters`` returns (the leak),
+* FDC204 ``update_parameters`` then replays a graph that captured the released buffers.
+
+Anything else the body touches on ``self`` is a falsy recording stand-in (an unknown flag reads
+as off), so older and newer revisions of the method run unchanged. The draft shares the main
+model's embedding and lm_head, as FastDeploy's MTP draft does, so releasing the main weights
+frees buffers the draft's graphs captured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
+from fd_conformance.findings import Finding
+from fd_conformance.lifecycle import LifecycleRecorder
+from fd_conformance.runtime.base import BufferRef, EventBus, EventKind
+
+if TYPE_CHECKING:
+    from fd_conformance.runtime.base import Runtime
+
+RUNNER_MODULE = "fastdeploy.worker.gpu_model_runner"
+RUNNER_CLASS = "GPUModelRunner"
+SPEC_METHODS: tuple[str | None, ...] = (None, "mtp", "ngram")
+CAPTURE_SIZES = (4, 2, 1)
+SHARED_PARAMS = ("embed_tokens.weight", "lm_head.weight")
+
+
+@dataclass(frozen=True)
+class Combo:
+    """One point of use_cudagraph x draft_model_use_cudagraph x speculative method."""
+
+    use_cudagraph: bool
+    draft_model_use_cudagraph: bool
+    spec_method: str | None
+
+    @property
+    def has_draft_model(self) -> bool:
+        return self.spec_method == "mtp"
+
+    def label(self) -> str:
+        return (f"main={'on' if self.use_cudagraph else 'off'} draft={'on' if self.draft_model_use_cudagraph else 'off'} "
+                f"spec={self.spec_method or '-'}")
+
+
+def combos() -> Iterator[Combo]:
+    for main, draft, spec in itertools.product((True, False), (True, False), SPEC_METHODS):
+        yield Combo(main, draft, spec)
+
+
+class CallLog(list[str]):
+    """The calls FastDeploy's body made on the stand-ins, in order (``model.clear_graph_opt_backend()``)."""
+
+
+class Anything:
+    """A falsy recording stand-in for any attribute FastDeploy reads that the bridge did not
+    model: calling it logs the call; attributes and results are more stand-ins."""
+
+    def __init__(self, path: str, log: CallLog) -> None:
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_log", log)
+
+    def __getattr__(self, name: str) -> Anything:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        child = Anything(f"{self._path}.{name}", self._log)
+        object.__setattr__(self, name, child)
+        return child
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Anything:
+        self._log.append(f"{self._path}()")
+        return Anything(f"{self._path}()", self._log)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __getitem__(self, key: Any) -> Anything:
+        return Anything(f"{self._path}[{key!r}]", self._log)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._log.append(f"{self._path}[{key!r}] = ...")
+
+
+class _Param:
+    """A parameter as the recorder sees it: a stable identity and a data address."""
+
+    _addresses = itertools.count(0x1000, 0x100)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.address = next(self._addresses)
+
+    def ref(self) -> BufferRef:
+        return BufferRef(id(self), self.address, self.name)
+
+
+class _Group:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.alive = True
+
+
+class _Graph:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+
+class StandInModel(Anything):
+    """A model whose graphs are recorded: captured over its parameters and the TP group;
+    ``clear_graph_opt_backend()`` (either spelling) destroys them."""
+
+    def __init__(self, owner: str, bus: EventBus, params: list[_Param], group: _Group, log: CallLog) -> None:
+        super().__init__(owner, log)
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "bus", bus)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "group", group)
+        object.__setattr__(self, "graphs", {})
+
+    def capture(self) -> None:
+        """One graph per capture size, unless that size's graph is still alive (FastDeploy's
+        backend replays an entry that already has a graph instead of capturing it again)."""
+        for size in CAPTURE_SIZES:
+            if size in self.graphs:
+                continue
+            graph = self.graphs[size] = _Graph(f"{self.owner}:{size}")
+            self.bus.emit(EventKind.GRAPH_CAPTURED, graph.label, id(graph), owner=self.owner,
+                          buffers=tuple(p.ref() for p in self.params), groups=(id(self.group),))
+
+    def replay(self) -> None:
+        for graph in self.graphs.values():
+            self.bus.emit(EventKind.GRAPH_REPLAYED, graph.label, id(graph), owner=self.owner,
+                          buffers=tuple(p.ref() for p in self.params))
+
+    def clear_graph_opt_backend(self, *args: Any, **kwargs: Any) -> None:
+        self._log.append(f"{self.owner}.clear_graph_opt_backend()")
+        for graph in self.graphs.values():
+            self.bus.emit(EventKind.GRAPH_DESTROYED, graph.label, id(graph), owner=self.owner)
+        self.graphs.clear()
+
+    clear_grpah_opt_backend = clear_graph_opt_backend
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class StandInWeightManager(Anything):
+    """FastDeploy's DynamicWeightManager as far as teardown order goes: release every main-model
+    parameter, then shut the TP group down when asked (or when configured to, for old call sites
+    that pass no flag); update restarts the group and restores weights into NEW buffers."""
+
+    def __init__(self, bus: EventBus, params: list[_Param], group: _Group, shutdown_default: bool, log: CallLog) -> None:
+        super().__init__("dynamic_weight_manager", log)
+        for key, value in (("bus", bus), ("params", params), ("group", group), ("shutdown_default", shutdown_default)):
+            object.__setattr__(self, key, value)
+
+    def clear_parameters(self, pid: Any = None, shutdown_comm_group_if_worker_idle: bool | None = None) -> None:
+        self._log.append("dynamic_weight_manager.clear_parameters()")
+        for param in self.params:
+            param.address = 0
+            self.bus.emit(EventKind.PARAM_RELEASED, param.name, id(param), buffers=(param.ref(),))
+        shutdown = self.shutdown_default if shutdown_comm_group_if_worker_idle is None else shutdown_comm_group_if_worker_idle
+        if shutdown and self.group.alive:
+            self.group.alive = False
+            self.bus.emit(EventKind.GROUP_SHUTDOWN, self.group.name, id(self.group))
+
+    def update_parameters(self, pid: Any = None, shutdown_comm_group_if_worker_idle: bool | None = None) -> None:
+        self._log.append("dynamic_weight_manager.update_parameters()")
+        if not self.group.alive:
+            self.group.alive = True
+            self.bus.emit(EventKind.GROUP_CREATED, self.group.name, id(self.group))
+        for param in self.params:
+            param.address = next(_Param._addresses)
+            self.bus.emit(EventKind.PARAM_RESTORED, param.name, id(param), buffers=(param.ref(),))
+
+
+class StandInRunner(Anything):
+    """The fake ``self``: the flags of one :class:`Combo`, the stand-ins, and a recorded
+    ``capture_model()`` that captures the main and the draft graphs the flags ask for."""
+
+    def __init__(self, combo: Combo, bus: EventBus, log: CallLog) -> None:
+        super().__init__("self", log)
+        group = _Group("tp_group")
+        shared = [_Param(n) for n in SHARED_PARAMS]
+        main_params = [*shared, _Param("layers.0.weight")]
+        model = StandInModel("main", bus, main_params, group, log)
+        draft = StandInModel("draft", bus, [*shared, _Param("mtp.layers.0.weight")], group, log) \
+            if combo.has_draft_model else None
+        known: dict[str, Any] = {
+            "combo": combo,
+            "model": model,
+            "draft": draft,
+            "use_cudagraph": combo.use_cudagraph,
+            "spec_method": combo.spec_method,  # SpecMethod is a str Enum: "mtp" == SpecMethod.MTP
+            "speculative_method": combo.spec_method,
+            "speculative_decoding": combo.spec_method is not None,
+            "dynamic_weight_manager": StandInWeightManager(bus, main_params, group, True, log),
+        }
+        for key, value in known.items():
+            object.__setattr__(self, key, value)
+        self.graph_opt_config.use_cudagraph = combo.use_cudagraph
+        self.graph_opt_config.draft_model_use_cudagraph = combo.draft_model_use_cudagraph
+        self.fd_config.graph_opt_config = self.graph_opt_config
+        self.fd_config.parallel_config.shutdown_comm_group_if_worker_idle = True
+        self.fd_config.speculative_config.method = combo.spec_method
+        if draft is not None:
+            object.__setattr__(self.proposer, "model", draft)
+
+    def capture_model(self) -> None:
+        self._log.append("self.capture_model()")
+        if self.use_cudagraph:
+            self.model.capture()
+        if self.draft is not None and self.combo.draft_model_use_cudagraph:
+            self.draft.capture()
+
+    def models(self) -> list[StandInModel]:
+        return [m for m in (self.model, self.draft) if m is not None]
+
+
+@dataclass
+class RunnerRow:
+    combo: Combo
+    method: str
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    calls: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunnerReport:
+    where: str
+    rows: list[RunnerRow] = field(default_factory=list)
+    error: str | None = None  # the runner class could not be imported
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for r in self.rows if any(f.is_error for f in r.findings))
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for r in self.rows if r.error) + (1 if self.error else 0)
+
+
+def _run_combo(cls: type, combo: Combo) -> list[RunnerRow]:
+    """clear_parameters, then update_parameters, on graphs captured as the flags say."""
+    bus, log = EventBus(), CallLog()
+    runner = StandInRunner(combo, bus, log)
+    recorder = LifecycleRecorder(cast("Runtime", SimpleNamespace(events=bus)))  # it reads only ``.events``
+    rows = []
+    with recorder:
+        runner.capture_model()
+        del log[:]
+        clear = RunnerRow(combo, "clear_parameters")
+        try:
+            cls.clear_parameters(runner, 0)
+        except Exception as err:  # FastDeploy's body hit something the stand-ins do not model
+            clear.error = _describe_error(err)
+        recorder.check_cleared()
+        clear.findings, clear.calls = recorder.findings(), list(log)
+        rows.append(clear)
+        seen = len(clear.findings)
+        del log[:]
+        update = RunnerRow(combo, "update_parameters")
+        if hasattr(cls, "update_parameters"):
+            try:
+                cls.update_parameters(runner, 0)
+                for model in runner.models():
+                    model.replay()  # the first decode step after the update
+            except Exception as err:
+                update.error = _describe_error(err)
+            update.findings = [f for f in recorder.findings()[seen:] if f.code == "FDC204"]
+            update.calls = list(log)
+            rows.append(update)
+    return rows
+
+
+def _describe_error(err: BaseException) -> str:
+    frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
+    return f"{type(err).__name__}: {err}{where}"
+
+
+def check_runner(checkout: Checkout) -> RunnerReport:
+    """Every combination through the checkout's real GPUModelRunner teardown methods."""
+    report = RunnerReport(f"{RUNNER_MODULE}.{RUNNER_CLASS}")
+    try:
+        module = import_module(RUNNER_MODULE, checkout)
+        cls = getattr(module, RUNNER_CLASS)
+    except MissingDependency:
+        raise
+    except Exception as err:  # one broken import is this table's error, not the whole command's
+        report.error = f"could not import {RUNNER_MODULE}: {_describe_error(err)}"
+        return report
+    for combo in combos():
+        report.rows.extend(_run_combo(cls, combo))
+    return report

@@ -1,0 +1,261 @@
+"""`fd-conformance fastdeploy`: the engine bridge on our own FastDeploy-shaped fixture tree.
+
+tests/fixtures/fastdeploy_bridge/base is a clean tree we wrote (no FastDeploy code, no
+[fastdeploy] extra needed); each defect is one variant file or one text edit of it. Every rule
+the bridge reports is shown firing on a bad tree and silent on the good one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
+from fd_conformance.fastdeploy import cli as bridge_cli
+from fd_conformance.fastdeploy.checkout import (
+    EXIT_MISSING_DEPENDENCY,
+    Checkout,
+    CompiledOpCalled,
+    CompiledOpsShim,
+    MissingDependency,
+    import_environment,
+    import_module,
+    locate,
+)
+from fd_conformance.fastdeploy.config_bridge import check_config
+from fd_conformance.fastdeploy.models_bridge import check_models
+from fd_conformance.fastdeploy.runner_bridge import Combo, RunnerReport, check_runner
+
+FIXTURE = Path(__file__).parent / "fixtures" / "fastdeploy_bridge"
+VARIANTS = FIXTURE / "variants"
+RUNNER = "fastdeploy/worker/gpu_model_runner.py"
+MODELS = "fastdeploy/model_executor/models"
+CONFIG = "fastdeploy/config.py"
+EXAMPLES = 40
+
+# Text edits of the fixture's config module, one defect each: (old, new, the code it must raise).
+CPU_CACHE_RULE = ("        self._cpu_cache_rule()\n", "")  # seed 004: the guard is missing
+CONFIG_DEFECTS = {
+    "FDC401": CPU_CACHE_RULE,
+    "FDC402": ("    return sorted({-(-s // multiple) * multiple for s in sizes if s > 0}, reverse=True)",
+               "    return [-(-s // multiple) * multiple for s in sizes if s > 0]"),
+    "FDC403": ('        step = spec.num_speculative_tokens + 1 if spec.method == "mtp" else 1', "        step = 1"),
+    "FDC404": ("            g.graph_opt_level = 0\n", "            pass\n"),
+    "FDC405": ("        tp = par.tensor_parallel_size if par.use_sequence_parallel_moe else 1", "        tp = 1"),
+}
+
+
+def make_tree(tmp_path: Path, *, runner: str | None = None, models: tuple[str, ...] = (),
+              config_edit: tuple[str, str] | None = None, init: str | None = None) -> Path:
+    """The base tree copied to tmp_path, with variant files put in place."""
+    root = tmp_path / "tree"
+    shutil.copytree(FIXTURE / "base", root)
+    if runner:
+        shutil.copy(VARIANTS / runner, root / RUNNER)
+    for name in models:
+        shutil.copy(VARIANTS / name, root / MODELS / name)
+    if init:
+        shutil.copy(VARIANTS / init, root / "fastdeploy" / "__init__.py")
+    if config_edit:
+        path = root / CONFIG
+        text = path.read_text(encoding="utf-8")
+        assert config_edit[0] in text, "fixture config changed: update CONFIG_DEFECTS"
+        path.write_text(text.replace(config_edit[0], config_edit[1]), encoding="utf-8")
+    return root
+
+
+def runner_of(root: Path) -> RunnerReport:
+    checkout = locate(root)
+    with import_environment(checkout):
+        return check_runner(checkout)
+
+
+def codes_by_combo(report: RunnerReport, method: str) -> dict[Combo, set[str]]:
+    return {row.combo: {f.code for f in row.findings} for row in report.rows if row.method == method and row.findings}
+
+
+@pytest.fixture(autouse=True)
+def _no_fastdeploy_left() -> Iterator[None]:
+    yield
+    assert not [m for m in sys.modules if m.split(".")[0] == "fastdeploy"], "the bridge left fastdeploy imported"
+
+
+# --------------------------------------------------------------------------- checkout
+def test_locate_accepts_the_root_or_the_package_dir(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    assert locate(root) == Checkout(root.resolve())
+    assert locate(root / "fastdeploy") == Checkout(root.resolve())
+
+
+@pytest.mark.parametrize("what", ["absent", "file", "empty", "bare-git"])
+def test_locate_names_a_bad_checkout_and_the_fix(tmp_path: Path, what: str) -> None:
+    path = tmp_path / "x"
+    if what == "file":
+        path.write_text("")
+    elif what in ("empty", "bare-git"):
+        path.mkdir()
+        if what == "bare-git":
+            (path / "HEAD").write_text("ref: refs/heads/develop\n")
+            (path / "objects").mkdir()
+    with pytest.raises(UsageError) as err:
+        locate(path)
+    message = str(err.value)
+    assert str(path) in message and "fix: pass the root of a FastDeploy clone" in message
+    assert "\n" not in message
+    assert ("git archive" in message) is (what == "bare-git")
+
+
+def test_cli_bad_path_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fd_conformance.cli import main
+
+    assert main(["fastdeploy", str(tmp_path / "nope")]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "does not exist" in err and "fix:" in err
+
+
+def test_missing_package_is_one_line_naming_it_and_exit_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_tree(tmp_path, init="init_missing_dependency.py")
+    assert bridge_cli.run(bridge_cli_args(root)) == EXIT_MISSING_DEPENDENCY == MissingDependency.exit_code
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "'fd_conformance_fixture_absent_package'" in err and 'pip install "fd-conformance[fastdeploy]"' in err
+
+
+def test_compiled_ops_are_shimmed_and_loud_when_called(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path))
+    with import_environment(checkout) as shim:
+        module = import_module("fastdeploy.worker.gpu_model_runner", checkout)
+        assert isinstance(sys.modules["fastdeploy.model_executor.ops.gpu"], CompiledOpsShim)
+        assert shim.imported == ["share_external_data"]
+        with pytest.raises(CompiledOpCalled, match="share_external_data"):
+            module.share_external_data()
+    assert "fastdeploy.model_executor.ops.gpu" not in sys.modules
+
+
+def test_help_imports_no_framework_and_no_bridge() -> None:
+    code = ("import sys; from fd_conformance.cli import build_parser; build_parser(); "
+            "bad = [m for m in ('paddle', 'torch', 'fastdeploy', 'hypothesis', 'fd_conformance.fastdeploy.checkout') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------- config (C6)
+@pytest.mark.parametrize("code", sorted(CONFIG_DEFECTS))
+def test_config_rule_fires_on_its_defect_and_not_on_the_clean_tree(tmp_path: Path, code: str) -> None:
+    for edit, expect_violation in ((None, False), (CONFIG_DEFECTS[code], True)):
+        where = tmp_path / ("bad" if edit else "good")
+        checkout = locate(make_tree(where, config_edit=edit))
+        with import_environment(checkout):
+            report = check_config(checkout, max_examples=EXAMPLES, codes=[code])
+        assert report.error is None and report.built > 0
+        (row,) = report.rows
+        assert (row.minimal is not None) is expect_violation, (code, edit, row)
+
+
+def test_seed_004_minimal_config_is_a_cpu_cache_with_prefill_graphs(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path, config_edit=CPU_CACHE_RULE))
+    with import_environment(checkout):
+        report = check_config(checkout, max_examples=EXAMPLES, codes=["FDC401"])
+    (row,) = report.rows
+    assert row.minimal is not None and "cudagraph_only_prefill=True" in row.minimal and "num_cpu_blocks=1" in row.minimal
+    assert "num_cpu_blocks=1" in row.message
+
+
+def test_config_platform_is_patched_only_while_building(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path, config_edit=CPU_CACHE_RULE))
+    with import_environment(checkout):
+        check_config(checkout, max_examples=5, codes=["FDC401"])
+        config = import_module("fastdeploy.config", checkout)
+        assert config.current_platform.is_cuda() is False  # the fixture's own host platform is back
+
+
+# --------------------------------------------------------------------------- protocol on model classes
+def test_models_clean_tree_has_no_protocol_error(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path))
+    with import_environment(checkout):
+        report = check_models(checkout)
+    rows = {r.name: r for r in report.rows}
+    assert set(rows) == {"TinyDenseForCausalLM", "TinyMTPForCausalLM"}  # decorator- and base-class-registered
+    assert [f.code for f in rows["TinyDenseForCausalLM"].findings] == ["FDC002"]  # legacy spelling: a warning
+    assert report.violations == 0 and not report.import_failures
+
+
+def test_models_missing_clear_is_fdc001_and_a_broken_module_is_its_own_row(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path, models=("model_without_clear.py", "model_broken_import.py")))
+    with import_environment(checkout):
+        report = check_models(checkout)
+    rows = {r.name: r for r in report.rows}
+    assert [f.code for f in rows["TinyVisionForConditionalGeneration"].findings] == ["FDC001"]
+    assert {"TinyDenseForCausalLM", "TinyMTPForCausalLM"} <= set(rows)  # the others were still checked
+    (failed,) = report.import_failures
+    assert failed.endswith("model_broken_import") and "model_executor.layers" in report.import_failures[failed]
+    assert report.violations == 1
+
+
+# --------------------------------------------------------------------------- runner teardown (C3)
+def test_runner_fixed_tree_is_clean_in_every_combination(tmp_path: Path) -> None:
+    report = runner_of(make_tree(tmp_path))
+    assert report.error is None and len(report.rows) == 2 * 2 * 3 * 2
+    assert [(r.combo, r.method, r.findings, r.error) for r in report.rows if r.findings or r.error] == []
+
+
+def test_runner_seed_000_hang_draft_cleared_after_release(tmp_path: Path) -> None:
+    report = runner_of(make_tree(tmp_path, runner="runner_release_first.py"))
+    found = codes_by_combo(report, "clear_parameters")
+    assert found == {Combo(main, True, "mtp"): {"FDC201", "FDC202"} for main in (True, False)}
+    row = next(r for r in report.rows if r.combo == Combo(True, True, "mtp") and r.method == "clear_parameters")
+    assert row.calls.index("dynamic_weight_manager.clear_parameters()") < row.calls.index("draft.clear_graph_opt_backend()")
+    assert all("owner draft" in f.message for f in row.findings)
+    assert codes_by_combo(report, "update_parameters") == {}  # the draft was cleared late, but cleared
+
+
+def test_runner_nested_guard_leaks_draft_graphs_with_main_graphs_off(tmp_path: Path) -> None:
+    report = runner_of(make_tree(tmp_path, runner="runner_nested_guard.py"))
+    leak = Combo(False, True, "mtp")
+    assert codes_by_combo(report, "clear_parameters") == {leak: {"FDC201", "FDC202", "FDC203"}}
+    assert codes_by_combo(report, "update_parameters") == {leak: {"FDC204"}}  # the stale draft graph replays
+
+
+def test_runner_import_failure_is_the_tables_error_not_a_crash(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    (root / RUNNER).write_text("raise RuntimeError('fixture: broken runner module')\n", encoding="utf-8")
+    report = runner_of(root)
+    assert report.rows == [] and report.error and "broken runner module" in report.error
+
+
+# --------------------------------------------------------------------------- the command
+def bridge_cli_args(root: Path, *extra: str) -> object:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    bridge_cli.add_cli(parser.add_subparsers())
+    return parser.parse_args(["fastdeploy", str(root), "--max-examples", str(EXAMPLES), *extra])
+
+
+def test_cli_clean_tree_prints_three_tables_and_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "bridge.json"
+    assert bridge_cli.run(bridge_cli_args(make_tree(tmp_path), "--json", str(out_json))) == EXIT_OK
+    out = capsys.readouterr().out
+    for heading in ("## 1. Config (C6)", "## 2. Protocol", "## 3. Runner teardown"):
+        assert heading in out
+    assert "-> exit 0" in out
+    import json
+
+    data = json.loads(out_json.read_text())
+    assert data["violations"] == 0 and len(data["runner"]["rows"]) == 24
+
+
+def test_cli_seeded_tree_exits_1_naming_each_defect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_tree(tmp_path, runner="runner_release_first.py", models=("model_without_clear.py",),
+                     config_edit=CPU_CACHE_RULE)
+    assert bridge_cli.run(bridge_cli_args(root)) == EXIT_VIOLATIONS
+    out = capsys.readouterr().out
+    assert "| FDC401 | error | VIOLATED |" in out
+    assert "| TinyVisionForConditionalGeneration |" in out and "FDC001" in out
+    assert "| True | True | mtp | clear_parameters | FAIL | FDC201, FDC202 |" in out.replace(" x3", "")
