@@ -25,6 +25,7 @@ from fd_conformance.errors import UsageError
 
 ENTRY_POINT_GROUP = "fd_conformance.cases"
 SPEC_FORM = "module:attr or path/to/file.py:attr"
+KNOWN_RUNTIMES = ("torch", "paddle")  # fd_conformance.runtime.RUNTIMES, without importing the runtime package
 
 
 def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
@@ -56,6 +57,13 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
     except ModuleNotFoundError as err:
         missing = err.name or ""
         if missing and (module_part == missing or module_part.startswith(missing + ".")):
+            beside = _in_cwd_not_on_path(missing.split(".")[0])
+            if beside:
+                raise UsageError(
+                    f"{source} {spec!r}: module {module_part!r} not found: {beside!r} is in the current directory, "
+                    "which is not on sys.path (plain `pytest` does not add it)",
+                    f"run `python -m pytest ...`, set PYTHONPATH=., or use the file form {module_part.replace('.', '/')}.py:{spec.rpartition(':')[2]}",
+                ) from err
             raise UsageError(
                 f"{source} {spec!r}: module {module_part!r} not found",
                 "check the spelling, install the package, or run from the directory that contains it (it must be on sys.path)",
@@ -69,6 +77,18 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
             f"{source} {spec!r}: importing {module_part!r} raised {type(err).__name__}: {_one_line(err)}",
             "fix the error in that module",
         ) from err
+
+
+def _in_cwd_not_on_path(top: str) -> str | None:
+    """The package or module file named ``top`` in the current directory when that directory is
+    not importable (plain ``pytest`` leaves it off sys.path, ``python -m pytest`` puts it on)."""
+    cwd = Path.cwd().resolve()
+    if any(Path(entry or ".").resolve() == cwd for entry in sys.path):
+        return None
+    for candidate in (cwd / top, cwd / f"{top}.py"):
+        if candidate.exists():
+            return candidate.name
+    return None
 
 
 def _one_line(err: BaseException) -> str:
@@ -113,6 +133,11 @@ def coerce_cases(value: Any, origin: str, allow_empty: bool = False) -> list[Mod
 
 def load_spec(spec: str, source: str = "--fd-model") -> list[ModelCase]:
     """Resolve one ``module:attr`` / ``file.py:attr`` spec to cases."""
+    return [case for case, _ in load_spec_with_origin(spec, source)]
+
+
+def load_spec_with_origin(spec: str, source: str = "--fd-model") -> list[tuple[ModelCase, str]]:
+    """:func:`load_spec`, each case with where it came from (for errors naming two sources)."""
     module_part, sep, attr_part = spec.rpartition(":")
     # "C:\\x.py" style drive letters aside, a spec needs exactly one module/attr split.
     if not sep or not module_part or not attr_part:
@@ -127,12 +152,17 @@ def load_spec(spec: str, source: str = "--fd-model") -> list[ModelCase]:
                 f"{source} {spec!r}: {module_part!r} has no attribute {attr_part!r}",
                 "check the name after the colon",
             ) from None
-    return coerce_cases(value, f"{source} {spec!r}")
+    origin = f"{source} {spec!r}"
+    return [(case, origin) for case in coerce_cases(value, origin)]
 
 
 def installed_cases() -> list[ModelCase]:
     """Cases of every installed package that registers the ``fd_conformance.cases`` entry point."""
-    cases: list[ModelCase] = []
+    return [case for case, _ in installed_cases_with_origin()]
+
+
+def installed_cases_with_origin() -> list[tuple[ModelCase, str]]:
+    cases: list[tuple[ModelCase, str]] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         origin = f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP}"
         try:
@@ -142,7 +172,7 @@ def installed_cases() -> list[ModelCase]:
                 f"{origin} failed to load: {type(err).__name__}: {_one_line(err)}",
                 "fix or uninstall the package that registers it",
             ) from err
-        cases.extend(coerce_cases(value, origin, allow_empty=True))
+        cases.extend((case, origin) for case in coerce_cases(value, origin, allow_empty=True))
     return cases
 
 
@@ -164,21 +194,30 @@ def select_cases(
     ``runtime`` keeps only that framework's cases; "auto" keeps every installed framework's.
     """
     if specs:
-        cases = [case for spec in specs for case in load_spec(spec)]
+        found = [pair for spec in specs for pair in load_spec_with_origin(spec)]
         if include_mutants:
-            cases.extend(c for c in installed_cases() if c.is_mutant)
+            found.extend(pair for pair in installed_cases_with_origin() if pair[0].is_mutant)
     else:
-        cases = [c for c in installed_cases() if include_mutants or not c.is_mutant]
+        found = [pair for pair in installed_cases_with_origin() if include_mutants or not pair[0].is_mutant]
+    # Before any filter: a duplicate or a misspelt runtime must be reported whichever rows run here,
+    # not dropped silently (a 'pytorch' case would otherwise vanish as "not installed").
+    origins: dict[str, tuple[ModelCase, str]] = {}
+    for case, origin in found:
+        if case.runtime not in KNOWN_RUNTIMES:
+            raise UsageError(
+                f"case {case.name!r} from {origin} names runtime {case.runtime!r}, which is not one of {', '.join(KNOWN_RUNTIMES)}",
+                f"set ModelCase(runtime=...) to one of {', '.join(KNOWN_RUNTIMES)}",
+            )
+        first = origins.get(case.name)
+        if first is not None and first[0] != case and first[1] != origin:  # one spec given twice is one source
+            raise UsageError(
+                f"two different cases are named {case.name!r}: one from {first[1]}, one from {origin}",
+                "give every ModelCase a unique name",
+            )
+        origins.setdefault(case.name, (case, origin))
+    cases = [case for case, _ in origins.values()]
     if selection is not None:
         cases = apply_selection(cases, selection, selection_source)
     if runtime == "auto":
-        cases = [c for c in cases if c.runtime in installed_runtimes]
-    else:
-        cases = [c for c in cases if c.runtime == runtime]
-    unique: dict[str, ModelCase] = {}
-    for case in cases:
-        other = unique.get(case.name)
-        if other is not None and other != case:
-            raise UsageError(f"two different cases are named {case.name!r}", "give every ModelCase a unique name")
-        unique[case.name] = case
-    return list(unique.values())
+        return [c for c in cases if c.runtime in installed_runtimes]
+    return [c for c in cases if c.runtime == runtime]

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from fd_conformance import __version__
-from fd_conformance.errors import EXIT_USAGE, UsageError
+from fd_conformance.errors import EXIT_SIGINT, UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except UsageError as err:
         print(f"fd-conformance {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return err.exit_code  # EXIT_USAGE, or EXIT_INCOMPLETE for an unreadable results file
+    except KeyboardInterrupt:  # Ctrl-C before `run` installed its own handler: no traceback either
+        print(f"fd-conformance {args.command}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
 
 
 if __name__ == "__main__":  # pragma: no cover

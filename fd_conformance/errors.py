@@ -1,13 +1,35 @@
-"""User-facing errors: one line that names the problem and the fix, and a distinct exit code."""
+"""User-facing errors: one line that names the problem and the fix, and a distinct exit code.
+
+The one table of exit codes of every ``fd-conformance`` command and of the plugin's certifying
+pytest sessions (README "CI gating" documents it; tests/test_run_cli.py keeps the two equal).
+A CI step can branch on them: 1 means "the model is wrong", everything else "the run is".
+"""
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
-EXIT_OK = 0
-EXIT_VIOLATIONS = 1  # the kit ran and found contract violations
-EXIT_USAGE = 2  # bad input: path, config, --fd-model, option value
-EXIT_INTERNAL = 3  # the kit itself broke; please report it
+EXIT_OK = 0  # every row certified (with mutants: every mutant caught exactly)
+EXIT_VIOLATIONS = 1  # the kit ran and found contract violations (or a mutant was missed)
+EXIT_USAGE = 2  # bad input: path, config, --fd-model, option value, unwritable --out
+EXIT_INCOMPLETE = 3  # the session did not finish (INTERNALERROR, killed) or its results file is truncated/unreadable
+EXIT_INTERNAL = EXIT_INCOMPLETE  # the older name: a kit that broke mid-session is an incomplete session
+EXIT_NOTHING_CERTIFIED = 4  # no conformance check ran (no GPU for cuda rows, everything skipped); --allow-empty opts out
+EXIT_LOCKED = 5  # --out is in use by another `fd-conformance run`
+EXIT_SIGINT = 128 + signal.SIGINT  # 130: interrupted by Ctrl-C; partial report marked INTERRUPTED
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: terminated (CI cancel, timeout); partial report marked INTERRUPTED
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "certified: every row passed (with mutants: every mutant caught exactly)",
+    EXIT_VIOLATIONS: "violations: a row failed a check, or a mutant was missed",
+    EXIT_USAGE: "usage error: one line naming the problem and the fix",
+    EXIT_INCOMPLETE: "incomplete: the session did not finish, or the results file is truncated or unreadable",
+    EXIT_NOTHING_CERTIFIED: "certified nothing: no check ran on the requested rows (opt out with --allow-empty / --fd-allow-empty)",
+    EXIT_LOCKED: "--out is locked by another run that is still going",
+    EXIT_SIGINT: "interrupted (SIGINT): partial report marked INTERRUPTED",
+    EXIT_SIGTERM: "terminated (SIGTERM): partial report marked INTERRUPTED",
+}
 
 
 class UsageError(Exception):

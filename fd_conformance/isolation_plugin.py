@@ -26,10 +26,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.errors import UsageError
-from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record
+from fd_conformance.isolation_results import (
+    FINISHED,
+    INTERRUPTED,
+    PlannedTest,
+    ResultLog,
+    ResultRecord,
+    new_record,
+    plan_record,
+    session_record,
+)
 from fd_conformance.isolation_worker import WORKER_ENV  # stdlib only at import time
 from fd_conformance.isolation_worker_pytest import ALL_FILES
-from fd_conformance.plugin import case_properties
+from fd_conformance.plugin import PROP_PREFIX, case_properties, failure_reason
 
 if TYPE_CHECKING:
     # This plugin loads in every pytest session, most of which isolate nothing: the watchdog
@@ -231,6 +240,26 @@ class IsolationController:
                 return validate_timeout(value, f"{source} on {item.nodeid}")
         return self.default_timeout
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The plan line: every test this session will run, with its matrix keys, so a reader of a
+        file cut short (SIGTERM, SIGKILL, OOM) can name the checks that never ran."""
+        if self.log is None:
+            return
+        tests: list[PlannedTest] = []
+        for item in session.items:
+            props = {key[len(PROP_PREFIX):]: value for key, value in case_properties(item)}
+            tests.append(
+                PlannedTest(
+                    nodeid=item.nodeid,
+                    case=str(props.get("case", "")),
+                    device=str(props.get("device", "")),
+                    check=str(props.get("check", "")),
+                    expected=[c for c in str(props.get("expected", "")).split(",") if c],
+                )
+            )
+        self.log.append(plan_record(tests, bool(self.config.getoption("fd_include_mutants", False))))
+
     # --- running ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
@@ -364,6 +393,19 @@ class IsolationController:
         for finding in json.loads(str(props.get(FINDINGS_PROP, "[]"))):
             if finding.get("code") and finding["code"] not in record["findings"]:
                 record["findings"].append(finding["code"])
+        # What the matrix and conformance.json need, so a report rebuilt from this file alone
+        # says what `run`'s report says (runtime, graphs, the findings with their messages).
+        for key in ("device", "runtime", "runtime_version", "device_name", "graphs_real"):
+            if PROP_PREFIX + key in props:
+                record[key] = props[PROP_PREFIX + key]  # type: ignore[literal-required]
+        if props.get(PROP_PREFIX + "expected"):
+            record["expected"] = [c for c in str(props[PROP_PREFIX + "expected"]).split(",") if c]  # type: ignore[typeddict-unknown-key]
+        if FINDINGS_PROP in props:
+            record["finding_details"] = json.loads(str(props[FINDINGS_PROP]))  # type: ignore[typeddict-unknown-key]
+        if report.failed and not record.get("reason"):
+            record["reason"] = failure_reason(report)
+        elif report.skipped and not record.get("reason") and isinstance(report.longrepr, tuple):
+            record["reason"] = str(report.longrepr[2])
         if report.failed:
             record["outcome"] = "failed"
             text = str(report.longrepr)
@@ -385,15 +427,21 @@ class IsolationController:
         if "outcome" in extras:
             record["outcome"] = extras["outcome"]
             record["details"] = extras["details"]
+            cause = extras.get("cause") or (str(extras["details"]).strip().splitlines() or [""])[0]
+            record["reason"] = f"{extras['outcome']}: {cause}"[:300]
             record["findings"] = sorted(set(record["findings"]) | set(extras["findings"]))
         record["finished"] = time.time()
         self.log.append(record)
 
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None
         if self.log is not None:
+            # Under xdist each worker writes only its results: a worker's end is not the session's.
+            if not hasattr(self.config, "workerinput"):
+                interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+                self.log.append(session_record(INTERRUPTED if interrupted else FINISHED, f"pytest exited {int(exitstatus)}"))
             self.log.close()
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from fd_conformance.errors import EXIT_OK, EXIT_VIOLATIONS, UsageError
+from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -53,6 +55,46 @@ class ResultRecord(TypedDict):
     python_stacks: NotRequired[str]  # faulthandler dump of all threads of the hung worker
     native_stacks: NotRequired[str]  # py-spy dump --native, or why it is missing
     stuck_frame: NotRequired[str]  # innermost project frame of the hung thread
+    reason: NotRequired[str]  # one line: why it failed or skipped (first error finding, exception type: message)
+
+
+# Besides result lines the file holds two kinds of bookkeeping lines (``kind`` set), so a reader can
+# tell a finished session from one that was cut short: which tests the session planned to run
+# (written once collection is final), and how the session ended (written by whoever saw it end).
+PLAN_KIND, SESSION_KIND = "plan", "session"
+FINISHED, INTERRUPTED = "finished", "interrupted"
+
+
+class PlannedTest(TypedDict):
+    nodeid: str
+    case: str  # "" for a test that is not a conformance check
+    device: str
+    check: str
+    expected: list[str]  # the case's expected finding codes (mutants)
+
+
+class PlanRecord(TypedDict):
+    schema: int
+    kind: Literal["plan"]
+    tests: list[PlannedTest]
+    expect_mutants: bool
+    created: float
+
+
+class SessionRecord(TypedDict):
+    schema: int
+    kind: Literal["session"]
+    status: str  # FINISHED | INTERRUPTED
+    detail: str  # "SIGTERM", "pytest exited 0", ...
+    finished: float
+
+
+def plan_record(tests: list[PlannedTest], expect_mutants: bool) -> PlanRecord:
+    return PlanRecord(schema=SCHEMA_VERSION, kind=PLAN_KIND, tests=tests, expect_mutants=expect_mutants, created=time.time())
+
+
+def session_record(status: str, detail: str) -> SessionRecord:
+    return SessionRecord(schema=SCHEMA_VERSION, kind=SESSION_KIND, status=status, detail=detail, finished=time.time())
 
 
 def new_record(nodeid: str, *, started: float, pid: int) -> ResultRecord:
@@ -80,14 +122,22 @@ class ResultLog:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._end_torn_line()
         except OSError as err:
             raise UsageError(
                 f"cannot open results file {str(self.path)!r} ({err.strerror})",
                 "pass --fd-results a writable path",
             ) from None
 
-    def append(self, record: ResultRecord) -> None:
+    def _end_torn_line(self) -> None:
+        """A writer killed mid-line left no newline: end that line, so the torn record stays one
+        malformed line and what we append next is a line of its own."""
+        size = os.fstat(self._fd).st_size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            os.write(self._fd, b"\n")
+
+    def append(self, record: ResultRecord | PlanRecord | SessionRecord) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
         os.write(self._fd, line)
         os.fsync(self._fd)  # the point of the log: survive the controller being killed next
@@ -98,32 +148,129 @@ class ResultLog:
             self._fd = -1
 
 
-def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
-    """Load a results file. A torn last line (writer killed mid-write) is dropped, not fatal;
-    any other malformed line is a usage error naming the line."""
+class IncompleteInput(UsageError):
+    """A results file that cannot stand for a finished session: empty, torn, not a results file.
+    Its own exit code (EXIT_INCOMPLETE), because CI must not read it as "bad command line"."""
+
+    exit_code = EXIT_INCOMPLETE
+
+
+EXPECTED_FILE = "the results.jsonl that `fd-conformance run` writes into --out (or pytest --fd-results FILE)"
+
+
+@dataclass
+class ResultsFile:
+    """Everything a results file says: results, the plan, how the session ended, whether it was torn."""
+
+    path: Path
+    results: list[ResultRecord] = field(default_factory=list)
+    plans: list[PlanRecord] = field(default_factory=list)
+    sessions: list[SessionRecord] = field(default_factory=list)
+    torn: bool = False  # the last line was cut mid-write: the writer was killed
+
+    @property
+    def planned(self) -> dict[str, PlannedTest]:
+        """Every test some plan names (xdist workers each write the same plan)."""
+        return {t["nodeid"]: t for plan in self.plans for t in plan["tests"]}
+
+    @property
+    def expect_mutants(self) -> bool:
+        return any(plan["expect_mutants"] for plan in self.plans)
+
+    @property
+    def missing(self) -> list[str]:
+        """Planned tests without a result line: they never finished."""
+        done = {r["nodeid"] for r in self.results}
+        return [nodeid for nodeid in self.planned if nodeid not in done]
+
+    @property
+    def interruption(self) -> str | None:
+        """Why the session ended early, or None: an interrupted session record, a torn tail, missing results."""
+        for session in self.sessions:
+            if session["status"] == INTERRUPTED:
+                return f"interrupted ({session['detail']})"
+        if self.torn:
+            return "the file ends in a torn line (its writer was killed)"
+        if self.missing:
+            return f"{len(self.missing)} planned test(s) have no result"
+        return None
+
+
+def _looks_like(text: str) -> str:
+    """What a non-results file probably is, for the error line."""
+    head = text.lstrip()[:200]
+    if head.startswith("<?xml") or head.startswith("<testsuite"):
+        return "it is XML (JUnit?)"
+    if head.startswith("{") and '"schema_version"' in text[:2000]:
+        return "it is a conformance.json document"
+    return "its first line is not a JSON object"
+
+
+def _only_session_lines(lines: list[str]) -> bool:
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            return False
+        if not isinstance(data, dict) or data.get("kind") != SESSION_KIND:
+            return False
+    return True
+
+
+def load_results_file(path: str | os.PathLike[str]) -> ResultsFile:
+    """Read a results file strictly: one line naming the file and what was expected when it is
+    empty, not JSONL, or malformed before its last line; a torn last line is kept as ``torn``."""
     source = Path(path)
     if not source.is_file():
-        raise UsageError(f"results file {str(source)!r} does not exist", "pass the file given to --fd-results")
-    lines = source.read_text(encoding="utf-8", errors="replace").splitlines()
-    records: list[ResultRecord] = []
+        raise UsageError(f"results file {str(source)!r} does not exist", f"pass {EXPECTED_FILE}")
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise IncompleteInput(f"cannot read results file {str(source)!r} ({err.strerror})", f"pass {EXPECTED_FILE}") from None
+    lines = text.splitlines()
+    if not any(line.strip() for line in lines):
+        raise IncompleteInput(
+            f"results file {str(source)!r} is empty (the session wrote no line: killed before collection?)",
+            f"rerun, or pass {EXPECTED_FILE}",
+        )
+    parsed = ResultsFile(source)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):
-                continue  # torn tail from a killed writer: exactly the case the log exists for
-            raise UsageError(
-                f"{source}:{number} is not a JSON line", "pass a results file written by --fd-results"
-            ) from None
-        if not isinstance(data, dict) or "nodeid" not in data or data.get("outcome") not in OUTCOMES:
-            raise UsageError(
-                f"{source}:{number} is not a result record (needs nodeid and outcome)",
-                "pass a results file written by --fd-results",
-            )
-        records.append(data)  # type: ignore[arg-type]
-    return records
+            if line.lstrip().startswith("{") and _only_session_lines(lines[number:]):
+                # A killed writer's last line (possibly followed by the session line `run` appends
+                # after the kill): exactly the case the log exists for.
+                parsed.torn = True
+                continue
+            what = _looks_like(text) if number == 1 else f"line {number} is not JSON"
+            raise IncompleteInput(f"{source} is not a results file: {what}", f"pass {EXPECTED_FILE}") from None
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind == PLAN_KIND and isinstance(data.get("tests"), list):
+            parsed.plans.append(data)
+        elif kind == SESSION_KIND:
+            parsed.sessions.append(data)
+        elif isinstance(data, dict) and "nodeid" in data and data.get("outcome") in OUTCOMES:
+            parsed.results.append(data)  # type: ignore[arg-type]
+        else:
+            what = _looks_like(text) if number == 1 else f"line {number} is not a result record (needs nodeid and outcome)"
+            raise IncompleteInput(f"{source} is not a results file: {what}", f"pass {EXPECTED_FILE}")
+    if parsed.torn and not (parsed.results or parsed.plans):
+        raise IncompleteInput(
+            f"results file {str(source)!r} is truncated: it ends mid-line before any complete record",
+            f"rerun, or pass {EXPECTED_FILE}",
+        )
+    return parsed
+
+
+def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
+    """The result records of a results file (plan and session lines left out); a torn last line
+    (writer killed mid-write) is dropped, not fatal."""
+    return load_results_file(path).results
 
 
 def latest_by_nodeid(records: Iterable[ResultRecord]) -> dict[str, ResultRecord]:
@@ -134,21 +281,26 @@ def latest_by_nodeid(records: Iterable[ResultRecord]) -> dict[str, ResultRecord]
     return latest
 
 
-REPORT_HELP = "rebuild the result matrix from a --fd-results JSONL file (works on a partial file)"
-REPORT_FILE_HELP = "the JSONL file written by pytest --fd-results"
+REPORT_HELP = (
+    "rebuild the matrix and verdicts from a results JSONL (OUT/results.jsonl of `run`, or pytest --fd-results); "
+    "exit 0 all certified, 1 anything not certified, 3 an incomplete or unreadable file"
+)
+REPORT_FILE_HELP = "the JSONL file: OUT/results.jsonl written by `fd-conformance run`, or pytest --fd-results FILE"
+REPORT_OUT_HELP = "also write conformance.json and certificate.md (marked INTERRUPTED when incomplete) into DIR"
+QUIET_HELP = "print only the verdict line"
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from fd_conformance.report import render_records  # the case x check matrix, shared with the suites
+    from fd_conformance.report import report_results_file  # the matrix and verdicts, shared with `run`
 
-    records = read_results(args.file)
-    print(render_records(records))
-    latest = latest_by_nodeid(records).values()
-    return EXIT_VIOLATIONS if any(r["outcome"] in BAD_OUTCOMES for r in latest) else EXIT_OK
+    parsed = load_results_file(args.file)
+    return report_results_file(parsed, Path(args.out) if args.out else None, quiet=args.quiet)
 
 
 def add_cli(subparsers: Any) -> None:
     """Register ``fd-conformance report FILE`` (called from fd_conformance.cli.build_parser)."""
     parser = subparsers.add_parser("report", help=REPORT_HELP, description=REPORT_HELP)
     parser.add_argument("file", metavar="FILE", help=REPORT_FILE_HELP)
+    parser.add_argument("--out", default=None, metavar="DIR", help=REPORT_OUT_HELP)
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     parser.set_defaults(func=_run_report)

@@ -51,6 +51,10 @@ FD_DEVICE_HELP = (
     "which rows to collect: all (default; cuda rows skip without a GPU), cpu (host-emulated graphs), "
     "cuda (real graphs) or auto (cuda when a GPU is visible, else cpu)."
 )
+FD_ALLOW_EMPTY_HELP = (
+    "exit 0 even when every conformance check was skipped (e.g. -m gpu on a machine without a GPU). "
+    "By default such a session exits 4: a CI job that certified nothing must not go green."
+)
 RUNTIME_CHOICES = ("auto", "torch", "paddle")
 DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
@@ -82,6 +86,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fd-include-mutants", action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
     group.addoption("--fd-cases-file", default=None, metavar="FILE", help=FD_CASES_FILE_HELP)
     group.addoption("--fd-device", default="all", metavar="ROWS", help=FD_DEVICE_HELP)
+    group.addoption("--fd-allow-empty", action="store_true", default=False, help=FD_ALLOW_EMPTY_HELP)
 
 
 def validate_runtime(value: str) -> str:
@@ -321,7 +326,20 @@ def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, No
     Teardown resets every graph the subject still owns and drops it before the next test: in a
     reused (xdist or isolation) worker a mutant's leftover graphs and pools would otherwise be
     measured as the NEXT test's memory or live graphs."""
-    subject = fd_case.factory(fd_runtime)
+    try:
+        subject = fd_case.factory(fd_runtime)
+    except Exception as err:
+        # The exception's type and message are the report (terminal, matrix cell, conformance.json);
+        # its traceback goes to captured stderr, which pytest.log keeps for debugging.
+        import traceback
+
+        traceback.print_exc()
+        first = (str(err).strip().splitlines() or [""])[0]
+        pytest.fail(
+            f"{fd_case.name}: the case factory raised {type(err).__name__}: {first}; "
+            "fix: make the factory build its Subject on this runtime (traceback in the captured stderr)",
+            pytrace=False,
+        )
     missing = missing_subject_members(subject)
     if missing:
         pytest.fail(
@@ -452,6 +470,7 @@ class ConformanceSession:
         self.config = config
         self.results: list[CheckResult] = []
         self.expect_mutants = bool(config.getoption("--fd-include-mutants"))
+        self.nothing_certified: str | None = None  # why, when the session certified nothing
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
@@ -470,8 +489,26 @@ class ConformanceSession:
             from pathlib import Path
 
             report.write_reports(Path(out), self.results, self.expect_mutants)
+        if (
+            self.results
+            and not any(r.outcome != report.SKIPPED for r in self.results)
+            and not self.config.getoption("--fd-allow-empty")
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
+            # Every conformance check skipped (`-m gpu` without a GPU, a framework missing): the
+            # session proved nothing, and exit 0 would let a CI job go green on it.
+            from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
+
+            self.nothing_certified = report.nothing_ran_reason(self.results)
+            session.exitstatus = EXIT_NOTHING_CERTIFIED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.nothing_certified:
+            terminalreporter.write_line(
+                f"fd-conformance: certified nothing (exit 4): {self.nothing_certified}; "
+                "fix: run where the rows can run (a GPU for cuda rows, the framework installed), or pass --fd-allow-empty",
+                red=True,
+            )
         if not self.results:
             return
         from fd_conformance.report import format_matrix
@@ -495,8 +532,7 @@ def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> C
     findings = json.loads(str(props.get(PROP_PREFIX + "findings", "[]")))
     message = ""
     if report.failed and report.longrepr:
-        lines = str(report.longrepr).strip().splitlines()
-        message = lines[0][:300] if lines else ""
+        message = failure_reason(report)
     elif report.skipped and isinstance(report.longrepr, tuple):
         message = str(report.longrepr[2])
     graphs_real = props.get(PROP_PREFIX + "graphs_real")
@@ -517,3 +553,19 @@ def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> C
         device_name=str(props.get(PROP_PREFIX + "device_name", "")),
         graphs_real=graphs_real if isinstance(graphs_real, bool) else None,
     )
+
+
+def failure_reason(report: pytest.TestReport) -> str:
+    """A failed report's reason in one line: its first error finding ("FDC203 graph ..."), else the
+    exception as pytest's crash line has it ("ValueError: boom"), never a fixture's source repr."""
+    props = dict(report.user_properties)
+    for finding in json.loads(str(props.get(PROP_PREFIX + "findings", "[]"))):
+        if finding.get("severity") == "error":
+            return f"{finding['code']} {finding.get('message', '')}"[:300]
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None and crash.message else str(report.longrepr or "")
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else "failed"
+    first = first.removeprefix("Failed: ")  # pytest.fail()'s exception name says nothing the check's text does not
+    where = {"setup": "error in setup: ", "teardown": "error in teardown: "}.get(report.when, "")
+    return (where + first)[:300]

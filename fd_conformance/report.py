@@ -15,7 +15,10 @@ import platform
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fd_conformance.isolation_results import ResultsFile
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "conformance.schema.json"
@@ -26,9 +29,20 @@ JUNIT_NAME = "junit.xml"
 PASSED, FAILED, SKIPPED, XFAILED = "passed", "failed", "skipped", "xfailed"
 OUTCOMES = (PASSED, FAILED, SKIPPED, XFAILED)
 
+# A planned test without a result (its run was interrupted). Never written into conformance.json's
+# results (it has no outcome pytest reported); it makes its cell NOT RUN and its row INCOMPLETE.
+MISSING = "missing"
+
 # Per-case verdicts. A mutant is "caught" when the suite reports exactly its expected codes.
 CERTIFIED, VIOLATIONS, NOT_RUN, CAUGHT, MISSED = "certified", "violations", "not-run", "caught", "missed"
-PASSING_VERDICTS = frozenset({CERTIFIED, NOT_RUN, CAUGHT})
+INCOMPLETE = "incomplete"  # a check the row owes has no result: the run did not finish
+# Only these pass: a row is certified when every check it owes ran (or skipped for its stated
+# reason) and passed; a row that ran nothing (not-run) certified nothing, so it is not a pass.
+PASSING_VERDICTS = frozenset({CERTIFIED, CAUGHT})
+
+CERTIFICATE_LIMIT = 60_000  # characters; GitHub rejects PR comments over 65,536
+LINE_LIMIT = 400  # one certificate line (a finding message can be a whole traceback)
+CELL_REASON_LIMIT = 40  # a failing cell without a finding code shows this much of its reason
 
 
 @dataclass
@@ -82,6 +96,10 @@ class CheckResult:
             # logs that as "skipped" with the caught error codes. A real skip has no error code.
             if kwargs.get("outcome") == SKIPPED and kwargs["codes"]:
                 kwargs["outcome"] = XFAILED
+        if data.get("reason") and not kwargs.get("message"):
+            kwargs["message"] = str(data["reason"])[:300]
+        if data.get("finding_details"):
+            kwargs["findings"] = list(data["finding_details"])  # the full findings, when the writer kept them
         if "message" not in kwargs and data.get("details"):
             kwargs["message"] = str(data["details"]).strip().splitlines()[0][:300]
         if not kwargs.get("device"):
@@ -153,7 +171,14 @@ def cell(results: Sequence[CheckResult]) -> str:
     """One matrix cell from every test of one check on one case (parametrized variants merge)."""
     codes = sorted({c for r in results for c in r.codes})
     if any(r.outcome == FAILED for r in results):
-        return "FAIL " + (",".join(codes) if codes else "error")
+        if codes:
+            return "FAIL " + ",".join(codes)
+        # No finding code (a factory that raised, an assertion of the suite): the reason, short.
+        failed = next((r for r in results if r.outcome == FAILED and r.message), None)
+        reason = failed.message.replace(f"{failed.case}: ", "", 1) if failed is not None else "error"
+        return "FAIL " + _shorten(reason, CELL_REASON_LIMIT)
+    if any(r.outcome == MISSING for r in results):
+        return "NOT RUN"
     if any(r.outcome == XFAILED for r in results):
         return "CAUGHT " + ",".join(codes)
     if any(r.outcome == PASSED for r in results):
@@ -162,11 +187,27 @@ def cell(results: Sequence[CheckResult]) -> str:
     return "SKIP" if results else "-"
 
 
+def _shorten(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def failure_reason(result: CheckResult) -> str:
+    """One line saying why a result failed: its first error finding, else its message."""
+    for finding in result.findings:
+        if finding.get("severity", "error") == "error":
+            return f"{finding['code']} {finding.get('message', '')}".strip()
+    return result.message or (",".join(result.codes) if result.codes else "failed without a message (see pytest.log)")
+
+
 def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[str, list[str]]:
     """(verdict, observed codes) for one case on one device; warnings count as observed, so a
-    mutant built to draw a warning (FDC002) is caught by it."""
+    mutant built to draw a warning (FDC002) is caught by it. A row with a planned check that has
+    no result is INCOMPLETE whatever the others say: its verdict is not final."""
     observed = sorted({c for r in results if r.outcome in (FAILED, XFAILED) for c in r.codes} | {c for r in results for c in r.warnings})
     expected = sorted({c for r in results for c in r.expected})
+    if any(r.outcome == MISSING for r in results):
+        return INCOMPLETE, observed
     ran = any(r.outcome != SKIPPED for r in results)
     if not ran:
         # A mutant that ran nothing proved nothing: with expect_mutants it is MISSED (a check
@@ -225,11 +266,26 @@ def format_matrix(results: Sequence[CheckResult], expect_mutants: bool = False) 
 
 
 def exit_code(results: Sequence[CheckResult], expect_mutants: bool = False) -> int:
-    """0 when every case passes (or every mutant is caught exactly), else 1."""
-    for row in _rows(results).values():
-        if case_verdict(row, expect_mutants)[0] not in PASSING_VERDICTS:
-            return 1
-    return 0
+    """EXIT_OK when every row is certified (or every mutant caught exactly); EXIT_INCOMPLETE when
+    a planned check has no result; EXIT_NOTHING_CERTIFIED when rows exist but no check ran in any;
+    else EXIT_VIOLATIONS. No rows at all is EXIT_OK: an empty selection certifies nothing on purpose."""
+    from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK, EXIT_VIOLATIONS
+
+    verdicts = [case_verdict(row, expect_mutants)[0] for row in _rows(results).values()]
+    if INCOMPLETE in verdicts:
+        return EXIT_INCOMPLETE
+    if verdicts and all(v == NOT_RUN for v in verdicts):
+        return EXIT_NOTHING_CERTIFIED
+    return EXIT_OK if all(v in PASSING_VERDICTS for v in verdicts) else EXIT_VIOLATIONS
+
+
+def nothing_ran_reason(results: Sequence[CheckResult]) -> str:
+    """Why no check ran: the most common skip reason (no GPU, framework missing, deselected)."""
+    reasons = [r.message for r in results if r.outcome == SKIPPED and r.message]
+    if not reasons:
+        return "no conformance check was collected (no case selected, or every check deselected)"
+    common = max(set(reasons), key=reasons.count)
+    return f"all {len(results)} conformance checks skipped, e.g. {common!r}"
 
 
 # --- conformance.json --------------------------------------------------------------------
@@ -259,8 +315,35 @@ def environment(results: Sequence[CheckResult]) -> dict[str, Any]:
     }
 
 
-def build_document(results: Sequence[CheckResult], expect_mutants: bool = False) -> dict[str, Any]:
-    """The conformance.json document (validated against schemas/conformance.schema.json)."""
+def missing_results(planned: Iterable[Mapping[str, Any]], results: Sequence[CheckResult]) -> list[CheckResult]:
+    """Placeholders (outcome MISSING) for the planned conformance checks that have no result."""
+    done = {r.nodeid for r in results}
+    return [
+        CheckResult(nodeid=t["nodeid"], case=t["case"], device=t["device"], check=t["check"], outcome=MISSING, expected=list(t.get("expected", [])))
+        for t in planned
+        if t.get("case") and t["nodeid"] not in done
+    ]
+
+
+def with_expected(results: Sequence[CheckResult], planned: Iterable[Mapping[str, Any]]) -> list[CheckResult]:
+    """Results whose record lacked the case's expected codes (older isolation records) get them
+    from the plan, so a mutant read back from a JSONL is judged as a mutant."""
+    expected = {t["nodeid"]: list(t.get("expected", [])) for t in planned}
+    for r in results:
+        if not r.expected and expected.get(r.nodeid):
+            r.expected = expected[r.nodeid]
+    return list(results)
+
+
+def build_document(
+    results: Sequence[CheckResult], expect_mutants: bool = False, interrupted: str | None = None
+) -> dict[str, Any]:
+    """The conformance.json document (validated against schemas/conformance.schema.json).
+    ``results`` may hold MISSING placeholders (planned checks without a result): they make rows
+    incomplete and are listed under ``run.not_run``, never under ``results``; ``interrupted``
+    says why the run ended early (e.g. "SIGTERM")."""
+    ran = [r for r in results if r.outcome != MISSING]
+    not_run = [r.nodeid for r in results if r.outcome == MISSING]
     cases = []
     for (case, device), row in _rows(results).items():
         verdict, observed = case_verdict(row, expect_mutants)
@@ -270,8 +353,11 @@ def build_document(results: Sequence[CheckResult], expect_mutants: bool = False)
             checks[check] = {
                 "cell": cell(chosen),
                 "codes": sorted({c for r in chosen for c in r.codes}),
-                "outcomes": sorted({r.outcome for r in chosen}),
+                "outcomes": sorted({r.outcome for r in chosen if r.outcome != MISSING}),
             }
+            failed = [r for r in chosen if r.outcome == FAILED]
+            if failed:
+                checks[check]["reason"] = _shorten(failure_reason(failed[0]), LINE_LIMIT)
         cases.append(
             {
                 "name": case,
@@ -285,15 +371,22 @@ def build_document(results: Sequence[CheckResult], expect_mutants: bool = False)
                 "checks": checks,
             }
         )
+    status = "interrupted" if interrupted else ("incomplete" if not_run else "finished")
+    code = exit_code(results, expect_mutants)
+    if interrupted:
+        from fd_conformance.errors import EXIT_INCOMPLETE
+
+        code = EXIT_INCOMPLETE  # even when every planned check has a result: the session did not end normally
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "environment": environment(results),
+        "environment": environment(ran),
         "expect_mutants": expect_mutants,
-        "exit_code": exit_code(results, expect_mutants),
-        "summary": {o: sum(1 for r in results if r.outcome == o) for o in OUTCOMES},
+        "exit_code": code,
+        "summary": {o: sum(1 for r in ran if r.outcome == o) for o in OUTCOMES},
+        "run": {"status": status, "reason": interrupted or "", "not_run": not_run},
         "cases": cases,
-        "results": [r.to_dict() for r in results],
+        "results": [r.to_dict() for r in ran],
     }
 
 
@@ -315,50 +408,188 @@ def load_schema() -> dict[str, Any]:
 # --- certificate.md ------------------------------------------------------------------------
 
 
+def _line(text: str) -> str:
+    return text if len(text) <= LINE_LIMIT else text[: LINE_LIMIT - 3] + "..."
+
+
+def _fit(sections: list[tuple[list[str], list[str], str]], budget: int) -> list[str]:
+    """Lay out (heading lines, item lines, overflow text) sections within ``budget`` characters:
+    each section gets an even share of what is left (what one leaves unused goes to the next);
+    items that do not fit are counted in one overflow line ("{n}" in the text)."""
+    out: list[str] = []
+    left = budget
+    for index, (heading, items, overflow) in enumerate(sections):
+        share = left // (len(sections) - index)
+        used = sum(len(h) + 1 for h in heading)
+        kept: list[str] = []
+        reserve = len(overflow) + 12  # room for the overflow line with its count
+        for position, item in enumerate(items):
+            cost = len(item) + 1
+            last = position == len(items) - 1
+            if used + cost + (0 if last else reserve) > share:
+                break
+            kept.append(item)
+            used += cost
+        if len(kept) < len(items):
+            kept.append(overflow.format(n=len(items) - len(kept)))
+            used += len(kept[-1]) + 1
+        if items or heading:
+            out += heading + kept
+        left -= used
+    return out
+
+
 def format_certificate(document: Mapping[str, Any]) -> str:
-    """A markdown certificate for a PR comment: environment, matrix, per-case verdicts, findings."""
+    """A markdown certificate for a PR comment, at most CERTIFICATE_LIMIT characters whatever the
+    run: environment, the summary table (one row per case and device), findings grouped by code
+    (each with its fix and the rows it hit), failures without a code with their reason, missed
+    mutants, and a pointer to conformance.json, which keeps every detail."""
     env = document["environment"]
+    run = document.get("run", {"status": "finished", "reason": "", "not_run": []})
     lines = ["# fd-conformance certificate", ""]
-    lines.append(f"- kit: fd-conformance {env['kit_version']} (Python {env['python']}, {env['platform']})")
+    if run["status"] != "finished":
+        title = "INTERRUPTED" if run["status"] == "interrupted" else "INCOMPLETE"
+        why = f" ({run['reason']})" if run["reason"] else ""
+        lines += [f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run; rows that miss one are `incomplete`.", ""]
+    lines.append(_line(f"- kit: fd-conformance {env['kit_version']} (Python {env['python']}, {env['platform']})"))
     for rt in env["runtimes"] or [{"name": "none ran", "version": "", "device": "", "device_name": "", "graphs": "n/a"}]:
-        lines.append(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}")
+        lines.append(_line(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}"))
     lines.append(f"- generated: {document['generated_at']}")
-    overall = "PASS" if document["exit_code"] == 0 else "FAIL"
-    lines.append(f"- result: **{overall}** ({', '.join(f'{k} {v}' for k, v in document['summary'].items())})")
+    overall = {0: "PASS", 3: "INCOMPLETE", 4: "NOTHING CERTIFIED"}.get(document["exit_code"], "FAIL")
+    verdict_counts: dict[str, int] = {}
+    for c in document["cases"]:
+        verdict_counts[c["verdict"]] = verdict_counts.get(c["verdict"], 0) + 1
+    rows_text = ", ".join(f"{n} {v}" for v, n in verdict_counts.items()) or "no rows"
+    tests_text = ", ".join(f"{k} {v}" for k, v in document["summary"].items())
+    lines.append(f"- result: **{overall}** (rows: {rows_text}; tests: {tests_text})")
     if any(c["graphs"] != "real" for c in document["cases"]):
         lines += [
             "",
             "> Rows marked host-emulated ran on CPU with emulated graphs: they certify interface and ordering,",
             "> not GPU memory behaviour. Run `fd-conformance run` on a CUDA host for real graphs.",
         ]
+    footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
+
     checks = list(dict.fromkeys(k for c in document["cases"] for k in c["checks"]))
-    lines += ["", "| case | device | graphs | " + " | ".join(checks) + " | verdict |"]
-    lines.append("|" + "---|" * (len(checks) + 4))
+    table_head = ["", "## Summary", "", "| case | device | graphs | " + " | ".join(checks) + " | verdict |", "|" + "---|" * (len(checks) + 4)]
+    table = []
     for c in document["cases"]:
         cells = [c["checks"].get(k, {}).get("cell", "-") for k in checks]
         mark = "mutant " if c["mutant"] else ""
-        lines.append(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |")
-    details = [r for r in document["results"] if r["findings"]]
-    if details:
-        lines += ["", "## Findings", ""]
-        for r in details:
-            for f in r["findings"]:
-                lines.append(f"- `{r['case']}` [{r['device']}] {r['check']}: **{f['code']}** {f['message']} (fix: {f['hint']})")
-    mutants = [c for c in document["cases"] if c["mutant"]]
-    if mutants:
-        lines += ["", "## Mutants", ""]
-        for c in mutants:
-            lines.append(
-                f"- `{c['name']}` [{c['device']}]: expected {', '.join(c['expected_findings'])}; "
-                f"observed {', '.join(c['observed_findings']) or 'none'} -> {c['verdict']}"
-            )
-    return "\n".join(lines) + "\n"
+        table.append(_line(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |"))
+
+    by_code: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
+    for r in document["results"]:
+        for f in r["findings"]:
+            by_code.setdefault(f["code"], []).append((r, f))
+    findings_items: list[str] = []
+    for code in sorted(by_code):
+        hits = by_code[code]
+        first = hits[0][1]
+        rows = list(dict.fromkeys(f"`{r['case']}` [{r['device']}] {r['check']}" for r, _ in hits))
+        shown = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+        findings_items.append(_line(f"- **{code}** ({first['severity']}, {len(hits)}x): {first['message']} (fix: {first['hint']})"))
+        findings_items.append(_line(f"  - in {shown}"))
+
+    reasons = [
+        _line(f"- `{r['case']}` [{r['device']}] {r['check']}: {r['message'] or 'failed without a message'}")
+        for r in document["results"]
+        if r["outcome"] == FAILED and not r["codes"]
+    ]
+    not_run = [_line(f"- `{nodeid}`") for nodeid in run["not_run"]]
+    missed = [
+        _line(
+            f"- `{c['name']}` [{c['device']}]: expected {', '.join(c['expected_findings'])}; "
+            f"observed {', '.join(c['observed_findings']) or 'none'} -> {c['verdict']}"
+        )
+        for c in document["cases"]
+        if c["mutant"] and c["verdict"] != CAUGHT
+    ]
+    caught = sum(1 for c in document["cases"] if c["mutant"] and c["verdict"] == CAUGHT)
+    mutants_head = ["", "## Mutants", "", f"{caught} caught exactly; not caught:"] if any(c["mutant"] for c in document["cases"]) else []
+    sections = [
+        (table_head, table, "| ... {n} more rows: see conformance.json |"),
+        (["", "## Findings by code", ""] if findings_items else [], findings_items, "- ... {n} more lines: see conformance.json"),
+        (["", "## Failures without a finding code", ""] if reasons else [], reasons, "- ... {n} more: see conformance.json"),
+        (["", "## Not run", ""] if not_run else [], not_run, "- ... {n} more: see conformance.json (run.not_run)"),
+        (mutants_head if mutants_head else [], missed if mutants_head else [], "- ... {n} more: see conformance.json"),
+    ]
+    fixed = sum(len(text) + 1 for text in lines + footer)
+    body = _fit(sections, CERTIFICATE_LIMIT - fixed - 1)
+    text = "\n".join(lines + body + footer) + "\n"
+    assert len(text) <= CERTIFICATE_LIMIT, len(text)  # _fit's budget arithmetic is the guarantee
+    return text
 
 
-def write_reports(out_dir: Path, results: Sequence[CheckResult], expect_mutants: bool = False) -> dict[str, Any]:
+def write_reports(
+    out_dir: Path, results: Sequence[CheckResult], expect_mutants: bool = False, interrupted: str | None = None
+) -> dict[str, Any]:
     """Write conformance.json and certificate.md into ``out_dir``; returns the document."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    document = build_document(results, expect_mutants)
+    document = build_document(results, expect_mutants, interrupted)
     (out_dir / JSON_NAME).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (out_dir / CERTIFICATE_NAME).write_text(format_certificate(document), encoding="utf-8")
     return document
+
+
+# --- reading a results JSONL back (`fd-conformance report FILE`, and `run` after an interruption) ---
+
+
+def results_of_file(parsed: ResultsFile) -> list[CheckResult]:
+    """A results file's results with the plan folded in: expected codes for mutants, and a
+    MISSING placeholder for every planned conformance check that has no result line."""
+    planned = list(parsed.planned.values())
+    results = with_expected(results_from_records(parsed.results), planned)
+    return results + missing_results(planned, results)
+
+
+def verdict_line(document: Mapping[str, Any]) -> str:
+    """The last line of `run` and `report`: the overall verdict and its counts."""
+    from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK
+
+    counts: dict[str, int] = {}
+    for c in document["cases"]:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    rows = ", ".join(f"{n} {v}" for v, n in counts.items())
+    tests = ", ".join(f"{n} {o}" for o, n in document["summary"].items() if n)
+    run = document.get("run", {})
+    code = document["exit_code"]
+    if run.get("status") == "interrupted":
+        head = f"INTERRUPTED ({run['reason']})"
+    elif code == EXIT_INCOMPLETE:
+        head = "INCOMPLETE"
+    elif code == EXIT_NOTHING_CERTIFIED:
+        head = "NOTHING CERTIFIED"
+    else:
+        head = "PASS" if code == EXIT_OK else "FAIL"
+    missing = f"; {len(run['not_run'])} planned check(s) did not run" if run.get("not_run") else ""
+    return f"fd-conformance: {head} (rows: {rows or 'none'}; tests: {tests or 'none'}{missing})"
+
+
+def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: bool = False) -> int:
+    """`fd-conformance report FILE`: the matrix and verdicts of a results JSONL; its exit code
+    (0 certified, 1 anything not certified, 3 incomplete, 4 nothing ran). With ``out`` it also
+    writes conformance.json and certificate.md there, as `run` would have."""
+    import sys
+
+    from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
+
+    results = results_of_file(parsed)
+    interrupted = next((s["detail"] for s in parsed.sessions if s["status"] == "interrupted"), None)
+    if parsed.torn and not interrupted:
+        interrupted = "the results file ends in a torn line: its writer was killed"
+    if out is not None:
+        document = write_reports(out, results, parsed.expect_mutants, interrupted)
+    else:
+        document = build_document(results, parsed.expect_mutants, interrupted)
+    if not quiet and results:
+        print(format_matrix(results, parsed.expect_mutants))
+        print()
+    if not parsed.plans:
+        print(f"fd-conformance report: note: {parsed.path} has no plan line (an older kit wrote it): tests that never ran cannot be listed", file=sys.stderr)
+    if document["run"]["not_run"] and not quiet:
+        print(f"not run ({len(document['run']['not_run'])}): " + ", ".join(document["run"]["not_run"][:20]) + (" ..." if len(document["run"]["not_run"]) > 20 else ""))
+    if document["exit_code"] == EXIT_NOTHING_CERTIFIED:
+        print(f"fd-conformance: certified nothing: {nothing_ran_reason(results)}", file=sys.stderr)
+    print(verdict_line(document))
+    return int(document["exit_code"])

@@ -3,30 +3,52 @@
 pytest runs in a subprocess (``python -m pytest --pyargs fd_conformance.suite``) rather than
 in-process: the suites import frameworks and may initialise CUDA, and a certificate must come
 from a clean interpreter, not from whatever the caller imported. The subprocess writes
-conformance.json, certificate.md (through the plugin's --fd-report) and junit.xml; this command
-prints the matrix and turns the verdicts into the exit code (0 pass, 1 violations, 2 usage).
+conformance.json, certificate.md (through the plugin's --fd-report), junit.xml and results.jsonl
+(one fsynced line per finished check); this command tails results.jsonl for live progress,
+prints the matrix and turns the verdicts into the exit code (errors.EXIT_CODES).
+
+The child runs in its own process group: a Ctrl-C or SIGTERM reaches this process only, which
+ends the whole group (pytest, xdist and isolation workers), writes the partial report from
+results.jsonl marked INTERRUPTED, and exits 128+signal.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import importlib.util
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import warnings
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import IO, Any
 
 from fd_conformance.changed import read_selection
-from fd_conformance.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
+from fd_conformance.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_LOCKED,
+    EXIT_NOTHING_CERTIFIED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATIONS,
+    UsageError,
+)
 
 RUN_HELP = "run the conformance suites over the bundled reference models (or --model ones) and write reports"
 MODEL_HELP = "model case spec, module:attr or path/to/file.py:attr (repeatable); default: every installed good case"
 RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (default)"
 WORKERS_HELP = "pytest-xdist workers (one GPU each on a GPU host); default: no xdist"
-OUT_HELP = "directory for conformance.json, junit.xml, certificate.md and pytest.log (default: ./fd-conformance-report)"
+OUT_HELP = (
+    "directory for conformance.json, junit.xml, certificate.md, results.jsonl and pytest.log (default: "
+    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/"
+)
 CYCLES_HELP = "weight-update cycles for the weight-cycle check, at least 3 (default 5)"
 MUTANTS_HELP = "also run the bundled mutants; passes only if each reports exactly its expected findings"
 DEVICE_HELP = (
@@ -37,7 +59,9 @@ CASES_FILE_HELP = (
     "certify only the cases named in FILE (one per line, as `fd-conformance changed --output FILE` writes); "
     "an unknown name exits 2, an empty file exits 0 with an empty report (nothing to certify)"
 )
-VERBOSE_HELP = "stream pytest's own output instead of saving it to OUT/pytest.log"
+VERBOSE_HELP = "stream pytest's own output instead of saving it to OUT/pytest.log (no progress lines then)"
+QUIET_HELP = "no progress lines and no matrix: only errors and the verdict line"
+ALLOW_EMPTY_HELP = "exit 0 instead of 4 when no check ran on the requested rows (e.g. --device cuda without a GPU)"
 PYTEST_ARGS_HELP = "extra pytest arguments after --, e.g. -- -x -k protocol"
 
 DEFAULT_OUT = "fd-conformance-report"
@@ -47,7 +71,15 @@ DEVICE_CHOICES = ("auto", "all", "cpu", "cuda")
 # after which conformance.json holds a whole session; NO_TESTS_COLLECTED (e.g. `-- -k nomatch`)
 # leaves an empty one, which report_run turns into a usage error.
 PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_USAGE_ERROR, PYTEST_NO_TESTS_COLLECTED = 0, 1, 4, 5
+RESULTS_NAME = "results.jsonl"
+LOG_NAME = "pytest.log"
 REPORT_FILES = ("conformance.json", "certificate.md", "junit.xml")
+RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # what one run leaves in --out
+LOCK_NAME = ".fd-conformance.lock"
+PREVIOUS_DIR = "previous"
+TEMP_PREFIX = "fd-conformance-run-"
+POLL_S = 0.25  # how often results.jsonl is read for progress while pytest runs
+GRACE_S = 5.0  # after SIGTERM to the child's group, before SIGKILL
 # The kit's own ini: the certification must not inherit the user's pytest.ini addopts (e.g. a
 # `-k protocol` would silently certify one check) nor any other ini option.
 KIT_INI = "[pytest]\n"
@@ -82,6 +114,8 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help=DEVICE_HELP)
     parser.add_argument("--cases-file", default=None, metavar="FILE", help=CASES_FILE_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("--allow-empty", "--fd-allow-empty", dest="allow_empty", action="store_true", help=ALLOW_EMPTY_HELP)
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help=PYTEST_ARGS_HELP)
     parser.set_defaults(func=run)
 
@@ -105,6 +139,10 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
     cmd.append("--noconftest")
     cmd += [f"--fd-model={absolute_spec(spec)}" for spec in args.model]
     cmd += [f"--fd-runtime={args.runtime}", f"--fd-cycles={args.cycles}", f"--fd-report={out}", f"--junitxml={out / 'junit.xml'}"]
+    # Always a results log: progress reads it live, an interruption is rebuilt from it, and
+    # `fd-conformance report` gives the same verdicts from it later. --fd-allow-empty: this
+    # command judges "nothing ran" itself, with its own message.
+    cmd += [f"--fd-results={out / RESULTS_NAME}", "--fd-allow-empty"]
     cmd.append(f"--fd-device={resolve_device(args.device)}")
     if getattr(args, "ini_dir", None) is not None:
         cmd += [f"-c={args.ini_dir / 'pytest.ini'}", f"--rootdir={args.ini_dir}"]
@@ -150,8 +188,13 @@ def _validate_specs(specs: list[str]) -> None:
     if added:
         sys.path.insert(0, cwd)
     try:
-        for spec in specs:
-            load_spec(spec, source="--model")
+        # Only a pre-flight: the child imports these modules again and pytest.log keeps their
+        # warnings; here a framework's import-time warning (torch's pynvml FutureWarning) would
+        # be all the user sees around a one-line error.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for spec in specs:
+                load_spec(spec, source="--model")
     finally:
         if added:
             sys.path.remove(cwd)
@@ -174,35 +217,223 @@ def _log_tail(log: str) -> str:
     return "\n".join(log.strip().splitlines()[-LOG_TAIL_LINES:])
 
 
+class OutLocked(UsageError):
+    """Another run holds --out: its own exit code, since waiting (not fixing a typo) is the answer."""
+
+    exit_code = EXIT_LOCKED
+
+
+class OutLock:
+    """An exclusive ``flock`` on OUT/.fd-conformance.lock for the whole run. The kernel drops it
+    when the holder dies, even by SIGKILL, so a crashed run never leaves a stale lock."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.handle: IO[str] | None = None
+
+    def __enter__(self) -> OutLock:
+        import fcntl
+
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            handle = (self.out / LOCK_NAME).open("a+", encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"--out {str(self.out)!r} is not writable ({err.strerror})", "pass a directory you can write to") from None
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise OutLocked(
+                f"--out {str(self.out)!r} is in use by another fd-conformance run ({holder})",
+                "wait for it to finish, or pass another --out",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}, started {_now()}\n")
+        handle.flush()
+        self.handle = handle
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            self.handle.close()  # closing releases the flock; the file stays (removing it would race)
+            self.handle = None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def keep_previous(out: Path) -> Path | None:
+    """An earlier run's files in --out move to OUT/previous/ (replacing an older copy there):
+    a rerun must not silently destroy the last certificate, nor may a stale report pass for
+    this run's result. Returns the directory they moved to, or None when there were none."""
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return None
+    previous = out / PREVIOUS_DIR
+    try:
+        if previous.exists():
+            shutil.rmtree(previous)
+        previous.mkdir()
+        for path in found:
+            path.replace(previous / path.name)
+    except OSError as err:
+        raise UsageError(f"cannot move the earlier reports in --out {str(out)!r} aside ({err.strerror})", "pass a directory you can write to") from None
+    return previous
+
+
+class Interrupted:
+    """SIGINT/SIGTERM while pytest runs: end the child's whole process group, remember the signal.
+    The handler never raises, so every ``with`` block (the temp dir, the lock) unwinds normally."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.at = 0.0
+        self.pgid: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self.previous[signum] = signal.signal(signum, self.handle)
+
+    def restore(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous.clear()
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum, self.at = signum, time.monotonic()
+            self.kill(signal.SIGTERM)
+        else:
+            self.kill(signal.SIGKILL)  # a second Ctrl-C: no more grace
+
+    def kill(self, signum: int) -> None:
+        if self.pgid is not None:
+            try:
+                os.killpg(self.pgid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _child_preexec() -> None:
+    """In the child, before exec: die with this process (Linux), so a SIGKILLed `run` leaves no
+    pytest behind certifying into a directory nobody holds."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose: bool, quiet: bool) -> tuple[int, int | None]:
+    """Run pytest in its own process group, printing progress from results.jsonl until it ends.
+    Returns (pytest's exit code, the signal that interrupted this run or None)."""
+    from fd_conformance.run_progress import Progress
+
+    progress = Progress(out / RESULTS_NAME, quiet=quiet or verbose)
+    stop = Interrupted()
+    stop.install()
+    log = None if verbose else (out / LOG_NAME).open("wb")
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT if log else None,
+            start_new_session=True, preexec_fn=_child_preexec,  # noqa: PLW1509 - only prctl, no locks taken
+        )  # fmt: skip
+        stop.pgid = proc.pid
+        if stop.signum is not None:  # a signal arrived before the child existed
+            stop.kill(signal.SIGTERM)
+        while proc.poll() is None:
+            progress.poll()
+            if stop.signum is not None and time.monotonic() - stop.at > GRACE_S:
+                stop.kill(signal.SIGKILL)
+            time.sleep(POLL_S)
+        if stop.signum is not None:
+            stop.kill(signal.SIGKILL)  # workers of the group that outlived pytest
+        progress.finish()
+        return proc.returncode, stop.signum
+    finally:
+        if log is not None:
+            log.close()
+        stop.restore()
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     _validate(args, out)
     selection = read_selection(args.cases_file) if args.cases_file is not None else None
-    out.mkdir(parents=True, exist_ok=True)
-    for name in REPORT_FILES:  # a stale report must never pass for this run's result
-        (out / name).unlink(missing_ok=True)
-    if selection == []:
-        return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
-    env = dict(os.environ)
-    # module:attr specs name modules relative to where the user stands, as `python -m` would.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
-    with tempfile.TemporaryDirectory(prefix="fd-conformance-run-") as ini_dir:
-        # pytest runs from the kit's own directory with the kit's ini: neither the user's
-        # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
-        args.ini_dir = Path(ini_dir)
-        (args.ini_dir / "pytest.ini").write_text(KIT_INI, encoding="utf-8")
-        cmd = pytest_command(args, out)
-        if args.verbose:
-            proc = subprocess.run(cmd, env=env, text=True, cwd=ini_dir)
-            log = ""
-        else:
-            proc = subprocess.run(cmd, env=env, text=True, capture_output=True, cwd=ini_dir)
-            log = proc.stdout + proc.stderr
-            (out / "pytest.log").write_text(log, encoding="utf-8")
-    return judge_session(proc.returncode, log, out)
+    with OutLock(out):
+        moved = keep_previous(out)
+        if moved is not None and not args.quiet:
+            print(f"fd-conformance run: the earlier run's reports in {out} moved to {moved}")
+        if selection == []:
+            return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
+        env = dict(os.environ)
+        # module:attr specs name modules relative to where the user stands, as `python -m` would.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as ini_dir:
+            # pytest runs from the kit's own directory with the kit's ini: neither the user's
+            # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
+            args.ini_dir = Path(ini_dir)
+            (args.ini_dir / "pytest.ini").write_text(KIT_INI, encoding="utf-8")
+            cmd = pytest_command(args, out)
+            returncode, signum = run_child(cmd, env, ini_dir, out, bool(args.verbose), bool(args.quiet))
+        if signum is not None:
+            return report_interrupted(out, signum, bool(args.quiet))
+        log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+        _record_session_end(out, returncode)
+        return judge_session(returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty))
 
 
-def judge_session(returncode: int, log: str, out: Path) -> int:
+def _record_session_end(out: Path, returncode: int) -> None:
+    """The session line of a run that ended by itself (under xdist no worker writes one)."""
+    from fd_conformance.isolation_results import FINISHED, INTERRUPTED, ResultLog, session_record
+
+    if not (out / RESULTS_NAME).exists():
+        return  # pytest stopped before collection (a usage error): nothing to close
+    log = ResultLog(out / RESULTS_NAME)
+    finished = returncode in (PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_NO_TESTS_COLLECTED)
+    log.append(session_record(FINISHED if finished else INTERRUPTED, f"pytest exited {returncode}"))
+    log.close()
+
+
+def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
+    """The partial report of an interrupted run, from results.jsonl (the only thing the killed
+    child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
+    from fd_conformance.isolation_results import INTERRUPTED, IncompleteInput, ResultLog, ResultsFile, load_results_file, session_record
+    from fd_conformance.report import format_matrix, results_of_file, verdict_line, write_reports
+
+    name = signal.Signals(signum).name
+    log = ResultLog(out / RESULTS_NAME)
+    log.append(session_record(INTERRUPTED, name))
+    log.close()
+    try:
+        parsed = load_results_file(out / RESULTS_NAME)
+    except IncompleteInput:
+        parsed = ResultsFile(out / RESULTS_NAME)
+    results = results_of_file(parsed)
+    (out / "junit.xml").unlink(missing_ok=True)  # pytest never finished it: no half-written XML
+    document = write_reports(out, results, parsed.expect_mutants, interrupted=name)
+    if not quiet and results:
+        print(format_matrix(results, parsed.expect_mutants))
+        print()
+    not_run = document["run"]["not_run"]
+    if not parsed.plans:
+        print(f"fd-conformance run: interrupted by {name} before the suites were collected", file=sys.stderr)
+    elif not_run:
+        shown = ", ".join(not_run[:10]) + (f" and {len(not_run) - 10} more" if len(not_run) > 10 else "")
+        print(f"fd-conformance run: interrupted by {name}; {len(not_run)} planned check(s) did not run: {shown}", file=sys.stderr)
+    print(verdict_line(document))
+    for name_ in ("conformance.json", "certificate.md", RESULTS_NAME):
+        print(f"  {out / name_}")
+    return 128 + signum
+
+
+def judge_session(returncode: int, log: str, out: Path, quiet: bool = False, allow_empty: bool = False) -> int:
     """The command's exit code from pytest's and the document's: a session pytest did not finish
     normally (INTERNALERROR, interrupted) is never a PASS, whatever partial results it wrote."""
     json_path = out / "conformance.json"
@@ -210,17 +441,17 @@ def judge_session(returncode: int, log: str, out: Path) -> int:
         print(f"fd-conformance run: error: {_usage_line(log)}", file=sys.stderr)
         return EXIT_USAGE
     if returncode not in (PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_NO_TESTS_COLLECTED) or not json_path.is_file():
-        where = f"{out / 'pytest.log'}" if log else "the output above"
+        where = f"{out / LOG_NAME}" if log else "the output above"
         print(
             f"fd-conformance run: pytest exited {returncode} (an incomplete session; see {where}); fix: rerun with -v to see why\n{_log_tail(log)}",
             file=sys.stderr,
         )
-        return EXIT_INTERNAL
+        return EXIT_INCOMPLETE
     document = json.loads(json_path.read_text(encoding="utf-8"))
     # pytest failing while the matrix passes: something outside the matrix failed (a fixture
     # error in a non-suite test, a plugin's own check), which the matrix alone would hide.
     outside = returncode == PYTEST_TESTS_FAILED and document["exit_code"] == EXIT_OK
-    code = report_run(document, out, outside_failures=outside)
+    code = report_run(document, out, outside_failures=outside, quiet=quiet, allow_empty=allow_empty)
     if outside:
         print(_log_tail(log), file=sys.stderr)
     return code
@@ -243,25 +474,31 @@ def report_nothing_to_certify(cases_file: Path, out: Path, expect_mutants: bool)
     return EXIT_OK
 
 
-def report_run(document: dict[str, Any], out: Path, outside_failures: bool = False) -> int:
+def report_run(
+    document: dict[str, Any], out: Path, outside_failures: bool = False, quiet: bool = False, allow_empty: bool = False
+) -> int:
     """Print the matrix and where the reports are; the exit code from the verdicts (and from
-    failures pytest reported outside the matrix)."""
-    from fd_conformance.report import format_matrix, results_from_records
+    failures pytest reported outside the matrix). No check ran: EXIT_NOTHING_CERTIFIED with the
+    reason (a CI job must not go green having certified nothing), unless ``allow_empty``."""
+    from fd_conformance.report import format_matrix, nothing_ran_reason, results_from_records, verdict_line
 
     results = results_from_records(document["results"])
     if not any(r.outcome != "skipped" for r in results):
-        raise UsageError(
-            "no conformance check ran (no case selected, or every check skipped here)",
-            "pass --model SPEC, install a package registering fd_conformance.cases, or check --runtime/--device",
+        print(
+            f"fd-conformance run: certified nothing: {nothing_ran_reason(results)}; fix: pass --model SPEC or install a package "
+            "registering fd_conformance.cases, check --runtime/--device (cuda rows need a GPU), or pass --allow-empty",
+            file=sys.stderr,
         )
-    print(format_matrix(results, bool(document["expect_mutants"])))
-    summary = ", ".join(f"{count} {outcome}" for outcome, count in document["summary"].items() if count)
-    if outside_failures:
-        summary += "; pytest reported failures outside the matrix, see pytest.log"
+        return EXIT_OK if allow_empty else EXIT_NOTHING_CERTIFIED
+    if not quiet:
+        print(format_matrix(results, bool(document["expect_mutants"])))
+        print()
     code = EXIT_VIOLATIONS if outside_failures else int(document["exit_code"])
-    verdict = "PASS" if code == EXIT_OK else "FAIL"
-    print(f"\nfd-conformance: {verdict} ({summary})")
-    for name in ("conformance.json", "junit.xml", "certificate.md"):
+    line = verdict_line({**document, "exit_code": code})
+    if outside_failures:
+        line += " pytest reported failures outside the matrix, see pytest.log"
+    print(line)
+    for name in (*REPORT_FILES, RESULTS_NAME):
         print(f"  {out / name}")
     return code
 
@@ -274,4 +511,4 @@ if __name__ == "__main__":  # pragma: no cover
         sys.exit(ns.func(ns))
     except UsageError as err:
         print(f"fd-conformance run: error: {err}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        sys.exit(err.exit_code)

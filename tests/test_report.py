@@ -108,8 +108,10 @@ def test_document_validates_against_schema_and_certificate(tmp_path: Path) -> No
     cert = (tmp_path / report.CERTIFICATE_NAME).read_text()
     assert "**FAIL**" in cert and "host-emulated" in cert and "torch 2.13.0+cpu" in cert
     assert "| mutant `m1` | cpu | host-emulated |" in cert
-    assert "**FDC201** graph 'draft:2' alive (fix: clear first)" in cert
-    assert "- `m1` [cpu]: expected FDC201; observed FDC201 -> caught" in cert
+    # Findings grouped by code: the first message and fix, then the rows it hit.
+    assert "- **FDC201** (error, 2x): graph 'draft:2' alive (fix: clear first)" in cert
+    assert "  - in `bad` [cpu] teardown_order, `m1` [cpu] teardown_order" in cert
+    assert "1 caught exactly; not caught:" in cert and "conformance.json" in cert
 
 
 def test_schema_rejects_a_malformed_document(tmp_path: Path) -> None:
@@ -195,3 +197,164 @@ def test_mutant_that_ran_nothing_is_missed_unless_unavailable_here() -> None:
         assert report.case_verdict(absent, True)[0] == report.NOT_RUN
     good_skipped = [result("g", "config", "skipped", message="anything")]
     assert report.case_verdict(good_skipped, True)[0] == report.NOT_RUN
+
+
+# --- issue 11: honest verdicts, results files read back, the certificate's size bound --------------
+
+from fd_conformance.isolation_results import (  # noqa: E402 - grouped with the tests that use them
+    ResultLog,
+    load_results_file,
+    plan_record,
+    session_record,
+)
+
+
+def _planned(case: str, check: str, expected: tuple[str, ...] = ()) -> dict[str, object]:
+    return {"nodeid": f"suite/test_{check}.py::test_{check}[{case}-cpu]", "case": case, "device": "cpu", "check": check, "expected": list(expected)}
+
+
+def _write_run(path: Path, planned: list[dict[str, object]], records: list[dict[str, object]], *, expect_mutants: bool = False,
+               session: tuple[str, str] | None = ("finished", "pytest exited 0")) -> Path:  # fmt: skip
+    log = ResultLog(path)
+    log.append(plan_record(planned, expect_mutants))  # type: ignore[arg-type]
+    for record in records:
+        log.append(record)  # type: ignore[arg-type]
+    if session is not None:
+        log.append(session_record(*session))
+    log.close()
+    return path
+
+
+def _report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from fd_conformance.cli import main
+
+    code = main(["report", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_row_is_certified_only_when_every_planned_check_has_a_result() -> None:
+    ran = [result("good", "protocol", "passed")]
+    missing = report.missing_results([_planned("good", "protocol"), _planned("good", "clear")], ran)
+    assert [m.check for m in missing] == ["clear"]
+    assert report.case_verdict(ran + missing, False)[0] == report.INCOMPLETE
+    assert report.cell(missing) == "NOT RUN"
+    assert report.exit_code(ran + missing) == 3
+    document = report.build_document(ran + missing, interrupted="SIGTERM")
+    assert document["run"] == {"status": "interrupted", "reason": "SIGTERM", "not_run": [missing[0].nodeid]}
+    assert [r["nodeid"] for r in document["results"]] == [ran[0].nodeid]  # a placeholder is never a result
+    assert document["exit_code"] == 3
+
+
+def test_not_run_rows_are_not_certified_and_nothing_ran_is_exit_4() -> None:
+    skipped = [result("g", "clear", "skipped", message="no GPU: no /dev/nvidiaN device on this machine")]
+    assert report.case_verdict(skipped, False)[0] == report.NOT_RUN
+    assert report.exit_code(skipped) == 4
+    assert "no GPU" in report.nothing_ran_reason(skipped)
+    # A row that ran nothing next to a certified one is not certified: exit 1, not 0.
+    assert report.exit_code(GOOD + [result("other", "clear", "skipped", message="no GPU")]) == 1
+    assert report.exit_code([]) == 0  # an empty selection certifies nothing on purpose
+
+
+def test_failing_cell_without_a_code_says_its_reason() -> None:
+    failed = result("f", "clear", "failed", message="error in setup: f: the case factory raised ValueError: no weights here")
+    assert report.cell([failed]) == "FAIL error in setup: the case factory rais..."  # the case name is the row already
+    document = report.build_document([failed])
+    assert document["cases"][0]["checks"]["clear"]["reason"].endswith("ValueError: no weights here")
+    assert "ValueError: no weights here" in report.format_certificate(document)
+
+
+def test_report_of_a_finished_file_matches_the_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mutants read back from a JSONL are judged as mutants (expected codes from the plan line)."""
+    planned = [_planned("good", "protocol"), _planned("m1", "teardown_order", ("FDC201",)), _planned("m2", "clear", ("FDC302",))]
+    records = [
+        _record("good", "protocol", "passed", []),
+        _record("m1", "teardown_order", "skipped", ["FDC201"], "caught"),  # the plugin's caught-mutant skip
+        _record("m2", "clear", "passed", []),
+    ]
+    path = _write_run(tmp_path / "results.jsonl", planned, records, expect_mutants=True)
+    code, out, _ = _report(capsys, str(path), "--out", str(tmp_path / "rebuilt"))
+    assert code == 1, out
+    document = json.loads((tmp_path / "rebuilt" / report.JSON_NAME).read_text())
+    assert {c["name"]: c["verdict"] for c in document["cases"]} == {"good": "certified", "m1": "caught", "m2": "missed"}
+    assert "fd-conformance: FAIL" in out and "missed" in out
+
+
+def test_report_of_an_interrupted_file_is_incomplete_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    planned = [_planned("good", "protocol"), _planned("good", "clear")]
+    path = _write_run(tmp_path / "results.jsonl", planned, [_record("good", "protocol", "passed", [])], session=("interrupted", "SIGTERM"))
+    code, out, _ = _report(capsys, str(path))
+    assert code == 3
+    assert "NOT RUN" in out and "incomplete" in out and "fd-conformance: INTERRUPTED (SIGTERM)" in out
+    assert "suite/test_clear.py::test_clear[good-cpu]" in out  # what did not run is named
+
+
+def test_report_of_a_sigkilled_file_is_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No session line (the writer was SIGKILLed) and a torn last line: rows incomplete, exit 3."""
+    planned = [_planned("good", "protocol"), _planned("good", "clear")]
+    path = _write_run(tmp_path / "results.jsonl", planned, [_record("good", "protocol", "passed", [])], session=None)
+    with path.open("a") as handle:
+        handle.write('{"nodeid": "suite/test_clear.py::test_clear[good-cpu]", "outc')
+    assert load_results_file(path).torn
+    code, out, _ = _report(capsys, str(path))
+    assert code == 3 and "incomplete" in out and "certified" not in out.splitlines()[2]
+    # `run` appends its session line after the torn one: the file still reads back.
+    log = ResultLog(path)
+    log.append(session_record("interrupted", "SIGTERM"))
+    log.close()
+    parsed = load_results_file(path)
+    assert parsed.torn and parsed.interruption == "interrupted (SIGTERM)"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "is empty"),
+        ('<?xml version="1.0" encoding="utf-8"?>\n<testsuites></testsuites>\n', "is not a results file: it is XML (JUnit?)"),
+        ('{\n  "schema_version": 1,\n  "cases": []\n}\n', "is not a results file: it is a conformance.json document"),
+        ('{"kind": "plan", "tests": [{"nodeid": "a", "ca', "is truncated: it ends mid-line before any complete record"),
+        ('{"nodeid": "a", "outcome": "passed"}\nnot json\n{"nodeid": "b", "outcome": "passed"}\n', "line 2 is not JSON"),
+    ],
+)
+def test_unreadable_results_file_is_one_line_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(content)
+    code, out, err = _report(capsys, str(path))
+    assert code == 3 and out == ""
+    (line,) = err.strip().splitlines()
+    assert str(path) in line and message in line
+    assert "pass the results.jsonl that `fd-conformance run` writes into --out" in line.partition("; fix: ")[2]
+
+
+def test_missing_results_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _report(capsys, str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_certificate_of_200_cases_with_many_findings_stays_under_the_limit() -> None:
+    """200 cases x 2 devices x 6 checks, every check failing with 3 findings of long messages,
+    200 missed mutants, 100 failures without a code, 50 checks not run: the bound holds, the
+    summary and grouped findings are there, and the certificate points at conformance.json."""
+    long = "graph 'main:4' (owner main, captured at event #0) is still alive after clear_graph_opt_backend() " * 3
+    results: list[CheckResult] = []
+    codes = ("FDC201", "FDC203", "FDC302")
+    for index in range(200):
+        for device in ("cpu", "cuda"):
+            for check in ("protocol", "capture_replay", "clear", "teardown_order", "weight_cycle", "config"):
+                res = result(f"case-{index:03d}", check, "failed", codes, expected=("FDC305",) if index % 2 else ())
+                res.device, res.nodeid = device, res.nodeid.replace("-cpu]", f"-{device}]")
+                res.findings = [dict(FINDING, code=c, message=long) for c in codes]
+                results.append(res)
+    for index in range(100):
+        results.append(result(f"raiser-{index:03d}", "clear", "failed", message="error in setup: ValueError: " + "x" * 500))
+    planned = [_planned(f"late-{i}", "clear") for i in range(50)]
+    results += report.missing_results(planned, results)
+    document = report.build_document(results, expect_mutants=True, interrupted="SIGTERM")
+    text = report.format_certificate(document)
+    assert len(text) <= report.CERTIFICATE_LIMIT == 60_000
+    assert "**INTERRUPTED** (SIGTERM)" in text and "## Summary" in text and "## Findings by code" in text
+    assert all(f"**{code}**" in text for code in codes)  # every code is grouped, none dropped
+    assert "more rows: see conformance.json" in text  # the table was cut, and says where the rest is
+    assert text.rstrip().endswith("is in `conformance.json` (`results`).")
+    small = report.format_certificate(report.build_document(GOOD + BAD))
+    assert "see conformance.json" not in small.replace("is in `conformance.json`", "")  # nothing cut when it fits

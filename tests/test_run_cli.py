@@ -204,10 +204,14 @@ def test_bad_input_exits_2_with_one_line(model_dir: Path, args: list[str], messa
     assert "Traceback" not in proc.stderr
 
 
-def test_nothing_selected_is_a_usage_error(model_dir: Path) -> None:
-    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--runtime", "paddle", "--out", str(model_dir / "r"))
-    assert proc.returncode == 2
-    assert "no conformance check ran" in proc.stderr
+def test_nothing_selected_certifies_nothing_exit_4(model_dir: Path) -> None:
+    """Certified nothing is a failure with its reason (exit 4), not a pass; --allow-empty opts out."""
+    args = ("--model", "author_models.tiny:CASE", "--runtime", "paddle", "--out", str(model_dir / "r"))
+    proc = run_cli(model_dir, *args)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()[-1:]
+    assert "certified nothing: no conformance check was collected" in line and "--allow-empty" in line
+    assert run_cli(model_dir, *args, "--allow-empty").returncode == 0
 
 
 def test_default_run_covers_bundled_good_models(model_dir: Path) -> None:
@@ -382,3 +386,156 @@ def test_cli_minimum_cycles_matches_the_plugin() -> None:
     from fd_conformance import plugin, run_cli
 
     assert run_cli.MIN_CYCLES == plugin.MIN_CYCLES == 3
+
+
+# --- issue 11: results.jsonl, progress, interruption, the lock on --out, bad inputs ---------------
+
+import signal  # noqa: E402 - the issue-11 tests below are the ones that use it
+import time  # noqa: E402
+
+from fd_conformance.errors import EXIT_CODES, EXIT_LOCKED, EXIT_SIGINT, EXIT_SIGTERM  # noqa: E402
+
+
+def _rows(document: dict[str, object]) -> dict[tuple[str, str], str]:
+    return {(c["name"], c["device"]): c["verdict"] for c in document["cases"]}  # type: ignore[index, union-attr]
+
+
+def _results_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text().splitlines() if line.startswith("{") and '"outcome"' in line)
+
+
+def _ended(pid: int, within: float = 10.0) -> bool:
+    """The process is gone, or a zombie waiting for a reaper (a container's init may never reap)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _report_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fd_conformance.cli", "report", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_SIGTERM), (signal.SIGINT, EXIT_SIGINT)])
+def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Path, signum: int, code: int) -> None:
+    """SIGTERM/SIGINT mid-run: the workers end, the partial report is marked INTERRUPTED and lists
+    what did not run, exit 143/130 without a traceback, the temp dir is gone; meanwhile a second
+    run on the same --out is refused (exit 5), and `report` on results.jsonl gives the same rows."""
+    out = model_dir / "report"
+    out.mkdir()
+    (out / "conformance.json").write_text('{"from": "an earlier, finished run"}')
+    tmp = model_dir / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "FD_CONFORMANCE_GPU": "0", "TMPDIR": str(tmp)}
+    cmd = [sys.executable, "-m", "fd_conformance.cli", "run", "--model", "author_models.tiny:CASE", "--model", "author_models.tiny:BROKEN",
+           "--out", str(out), "--device", "cpu", "--cycles", "3"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=model_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while _results_lines(results) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    second = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out))
+    assert second.returncode == EXIT_LOCKED, second.stdout + second.stderr
+    (line,) = second.stderr.strip().splitlines()
+    assert f"is in use by another fd-conformance run (pid {proc.pid}" in line and "fix: wait for it to finish, or pass another --out" in line
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    assert f"interrupted by {signal.Signals(signum).name}" in stderr and "did not run" in stderr
+    assert f"fd-conformance: INTERRUPTED ({signal.Signals(signum).name})" in stdout
+    assert not list(tmp.glob("fd-conformance-run-*")), "the run's temp dir was left behind"
+    workers = {json.loads(line)["worker_pid"] for line in results.read_text().splitlines() if '"worker_pid"' in line}
+    for pid in workers - {os.getpid()}:
+        assert _ended(pid), f"isolation worker {pid} outlived the interrupted run"
+    certificate = (out / "certificate.md").read_text()
+    assert "**INTERRUPTED** (" in certificate and "## Not run" in certificate
+    document = json.loads((out / "conformance.json").read_text())
+    validate_document(document)
+    assert document["run"]["status"] == "interrupted" and document["run"]["not_run"]
+    assert "incomplete" in _rows(document).values() and "certified" not in _rows(document).values()
+    assert json.loads((out / "previous" / "conformance.json").read_text()) == {"from": "an earlier, finished run"}
+    assert "moved to" in stdout
+    again = _report_cli(model_dir, str(results), "--out", str(model_dir / "rebuilt"))
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert _rows(json.loads((model_dir / "rebuilt" / "conformance.json").read_text())) == _rows(document)
+
+
+def test_progress_lines_quiet_and_results_file(model_dir: Path) -> None:
+    """A live line per check (case, check, outcome, elapsed, a failure's reason) when not a TTY;
+    -q prints only the verdict; results.jsonl is always in --out and `report` on it agrees."""
+    out = model_dir / "report"
+    proc = run_cli(model_dir, "--model", "author_models.tiny:BROKEN", "--out", str(out), "--device", "cpu", "--", "-k", "protocol or clear_releases")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("[1/2] PASS   tiny_external_broken [cpu] protocol") or line.startswith("[2/2] PASS   tiny_external_broken [cpu] protocol") for line in lines), proc.stdout
+    (failed,) = [line for line in lines if " FAIL " in line and line.startswith("[")]
+    assert "tiny_external_broken [cpu] clear" in failed and failed.rstrip().endswith(")") is False or "FDC203 graph" in failed
+    assert "\r" not in proc.stdout  # no bar outside a terminal
+    document = json.loads((out / "conformance.json").read_text())
+    assert document["cases"][0]["checks"]["clear"]["reason"].startswith("FDC203 graph")
+    again = _report_cli(model_dir, str(out / "results.jsonl"))
+    assert again.returncode == 1 and "FAIL FDC203" in again.stdout
+    quiet = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--device", "cpu", "-q", "--", "-k", "protocol")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert quiet.stdout.splitlines()[0].startswith("fd-conformance: PASS"), quiet.stdout
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    import io
+
+    from fd_conformance.isolation_results import ResultLog, new_record, plan_record
+    from fd_conformance.run_progress import Progress, wants_bar
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert wants_bar(Tty(), {}) and not wants_bar(Tty(), {"CI": "true"}) and not wants_bar(io.StringIO(), {})
+    path = tmp_path / "results.jsonl"
+    log = ResultLog(path)
+    log.append(plan_record([{"nodeid": "s::t[c-cpu]", "case": "c", "device": "cpu", "check": "clear", "expected": []}] * 1, False))
+    stream = Tty()
+    progress = Progress(path, stream=stream, bar=True)
+    progress.poll()
+    assert "0/1 checks" in stream.getvalue()
+    record = new_record("s::t[c-cpu]", started=0.0, pid=1)
+    record.update(case="c", device="cpu", check="clear", outcome="failed", duration=1.25, reason="FDC203 graph 'main:4' still alive")  # type: ignore[typeddict-item]
+    log.append(record)
+    progress.finish()
+    text = stream.getvalue()
+    assert "[1/1] FAIL   c [cpu] clear  1.2s  FDC203 graph 'main:4' still alive\n" in text and "\r\033[K" in text
+    quiet = io.StringIO()
+    Progress(path, stream=quiet, quiet=True).finish()
+    assert quiet.getvalue() == ""
+
+
+def test_unwritable_out_is_one_line_usage_error(model_dir: Path) -> None:
+    blocker = model_dir / "a-file"
+    blocker.write_text("")
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(blocker / "report"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"--out '{blocker / 'report'}' is not writable (Not a directory); fix: pass a directory you can write to" in line
+
+
+def test_requested_cuda_rows_without_gpu_certify_nothing(model_dir: Path) -> None:
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(model_dir / "r"), "--device", "cuda", "--", "-k", "protocol")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "certified nothing: all 1 conformance checks skipped" in proc.stderr and "no GPU" in proc.stderr
+
+
+def test_exit_codes_are_one_table_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.partition("## CI gating")[2].partition("\n## ")[0]
+    for code in EXIT_CODES:
+        assert f"| {code} |" in section, f"exit code {code} missing from README's CI gating table"

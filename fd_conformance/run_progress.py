@@ -1,0 +1,144 @@
+"""Live progress of ``fd-conformance run``: one line per check as it ends, and a bar on a terminal.
+
+The source is the results JSONL the pytest child appends to (one fsynced line per finished test,
+the plan line once collection is final), not pytest's own output: it is the same stream a later
+``fd-conformance report`` reads, it works through xdist and isolation workers alike, and a line
+printed here is a result that survives an interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from fd_conformance.isolation_results import PLAN_KIND, SESSION_KIND
+
+BAR_WIDTH = 24
+REASON_WIDTH = 160  # a failure's reason, on the line of its check
+# ResultRecord outcomes (and the caught-mutant reading of a skip with error codes) as shown.
+OUTCOME_WORDS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "hang": "HANG", "crash": "CRASH"}
+
+
+def wants_bar(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
+    """A redrawn bar only on an interactive terminal; CI logs (CI=true) and pipes get plain lines."""
+    env = os.environ if environ is None else environ
+    if env.get("CI", "").lower() in ("1", "true", "yes"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def outcome_word(record: dict[str, Any]) -> str:
+    if record["outcome"] == "skipped" and record.get("expected") and record.get("findings"):
+        return "CAUGHT"  # the plugin turns a caught mutant's failure into a skip carrying its codes
+    return OUTCOME_WORDS.get(record["outcome"], record["outcome"].upper())
+
+
+def format_line(record: dict[str, Any], done: int, total: int | None) -> str:
+    """``[ 3/65] FAIL  torch-glm4 [cpu] clear  2.0s  FDC203 graph 'main:4' alive after clear``."""
+    width = len(str(total)) if total else 1
+    count = f"[{done:>{width}}/{total}]" if total else f"[{done}]"
+    where = f"{record.get('case') or record['nodeid']}"
+    device = record.get("device") or ""
+    if device:
+        where += f" [{device}]"
+    check = record.get("check") or ""
+    nodeid = record["nodeid"]
+    variant = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
+    case_device = f"{record.get('case')}-{device}"
+    if variant and variant != case_device and variant.startswith(case_device + "-"):
+        check += f"[{variant[len(case_device) + 1:]}]"  # a parametrized variant (mainOff-draftOn)
+    line = f"{count} {outcome_word(record):<6} {where} {check}  {record.get('duration', 0.0):.1f}s"
+    reason = str(record.get("reason") or "")
+    if record["outcome"] in ("failed", "hang", "crash") and reason:
+        line += "  " + _one_line(reason, REASON_WIDTH)
+    return line
+
+
+def _one_line(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+class Progress:
+    """Tails the results file and prints what is new. ``quiet`` prints nothing (``-q``)."""
+
+    def __init__(self, path: Path, stream: TextIO | None = None, quiet: bool = False, bar: bool | None = None) -> None:
+        self.path = path
+        self.stream = stream if stream is not None else sys.stdout
+        self.quiet = quiet
+        self.bar = wants_bar(self.stream) if bar is None else bar
+        self.offset = 0
+        self.pending = b""
+        self.planned: set[str] = set()
+        self.done: set[str] = set()
+        self.started = time.monotonic()
+        self.bar_shown = False
+
+    @property
+    def total(self) -> int | None:
+        return len(self.planned) or None
+
+    def poll(self) -> None:
+        """Read the lines appended since the last poll; print one per finished test."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            chunk = b""
+        self.offset += len(chunk)
+        data = self.pending + chunk
+        *lines, self.pending = data.split(b"\n")  # the last piece may be a line still being written
+        for raw in lines:
+            self._line(raw)
+        self._draw_bar()
+
+    def _line(self, raw: bytes) -> None:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return  # a torn line: the report says so; progress just goes on
+        if not isinstance(record, dict):
+            return
+        if record.get("kind") == PLAN_KIND:
+            self.planned.update(t["nodeid"] for t in record.get("tests", []))
+            return
+        if record.get("kind") == SESSION_KIND or "nodeid" not in record or record["nodeid"] in self.done:
+            return
+        self.done.add(record["nodeid"])
+        self._print(format_line(record, len(self.done), self.total))
+
+    def _print(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.bar_shown:
+            self.stream.write("\r\033[K")  # clear the bar; it is redrawn under the new line
+            self.bar_shown = False
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _draw_bar(self) -> None:
+        if self.quiet or not self.bar:
+            return
+        elapsed = time.monotonic() - self.started
+        total = self.total
+        if total:
+            filled = int(BAR_WIDTH * min(len(self.done), total) / total)
+            text = f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {len(self.done)}/{total} checks, {elapsed:.0f}s"
+        else:
+            text = f"collecting the suites... {elapsed:.0f}s"
+        self.stream.write("\r\033[K" + text)
+        self.stream.flush()
+        self.bar_shown = True
+
+    def finish(self) -> None:
+        """Last read, and the bar removed so the matrix starts on a clean line."""
+        self.poll()
+        if self.bar_shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.bar_shown = False
