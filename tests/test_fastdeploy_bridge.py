@@ -259,3 +259,21 @@ def test_cli_seeded_tree_exits_1_naming_each_defect(tmp_path: Path, capsys: pyte
     assert "| FDC401 | error | VIOLATED |" in out
     assert "| TinyVisionForConditionalGeneration |" in out and "FDC001" in out
     assert "| True | True | mtp | clear_parameters | FAIL | FDC201, FDC202 |" in out.replace(" x3", "")
+
+
+def test_runner_draft_rows_are_na_where_fastdeploy_has_no_draft_graph_flag(tmp_path: Path) -> None:
+    """Before draft_model_use_cudagraph existed a draft never had graphs: no invented findings."""
+    flag = ',\n                "draft_model_use_cudagraph": False}'
+    report = runner_of(make_tree(tmp_path, runner="runner_release_first.py", config_edit=(flag, "}")))
+    skipped = [r for r in report.rows if r.skipped]
+    assert len(skipped) == 12 and all(r.combo.draft_model_use_cudagraph for r in skipped)
+    assert [r for r in report.rows if r.findings] == []
+
+
+def test_missing_submodule_names_its_own_pypi_package(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    (root / "fastdeploy" / "__init__.py").write_text("import opentelemetry.exporter.fixture_absent\n", encoding="utf-8")
+    checkout = locate(root)
+    with import_environment(checkout), pytest.raises(MissingDependency) as err:
+        import_module("fastdeploy", checkout)
+    assert "'opentelemetry-exporter-otlp'" in str(err.value) or "'opentelemetry-api opentelemetry-sdk'" in str(err.value)

@@ -38,12 +38,15 @@ EXIT_MISSING_DEPENDENCY = 6
 OPS_MODULE = "fastdeploy.model_executor.ops.gpu"
 HIDDEN_DISTRIBUTIONS = frozenset({"torch"})
 INSTALL_FIX = 'pip install "fd-conformance[fastdeploy]"'
-# Import name -> PyPI name where they differ (the rest install under their import name).
+# Import name (or dotted prefix, longest wins) -> PyPI name where they differ (the rest install
+# under their import name).
 PYPI_NAMES = {
     "zmq": "pyzmq",
     "aistudio_sdk": "aistudio-sdk",
     "prometheus_client": "prometheus-client",
     "opentelemetry": "opentelemetry-api opentelemetry-sdk",
+    "opentelemetry.exporter": "opentelemetry-exporter-otlp",
+    "opentelemetry.instrumentation": "opentelemetry-instrumentation",
     "paddle": "paddlepaddle",
     "yaml": "pyyaml",
     "google": "protobuf",
@@ -163,13 +166,16 @@ def import_module(name: str, checkout: Checkout) -> types.ModuleType:
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as err:
-        missing = (err.name or "").split(".")[0]
+        dotted = err.name or ""
+        missing = dotted.split(".")[0]
         if not missing or missing == "fastdeploy":
             raise UsageError(f"{checkout} has no module {err.name or name!r} (FastDeploy too old or too new "
                              f"for the bridge?)", "point at a FastDeploy 2.x checkout") from err
-        package = PYPI_NAMES.get(missing, missing)
+        prefixes = [".".join(dotted.split(".")[:n]) for n in range(dotted.count(".") + 1, 0, -1)]
+        package = next((PYPI_NAMES[p] for p in prefixes if p in PYPI_NAMES), missing)
         raise MissingDependency(
-            f"importing {name} from {checkout} needs the Python package {package!r}, which is not installed",
+            f"importing {name} from {checkout} needs the Python package {package!r} (module {dotted!r}), "
+            f"which is not installed",
             f'{INSTALL_FIX} (or `pip install {package}`)',
         ) from err
     origin = Path(getattr(module, "__file__", "") or "")

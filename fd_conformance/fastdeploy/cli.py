@@ -94,7 +94,8 @@ def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
     out.write(f"{len(rep.rows)} runs over recorded stand-ins (compiled ops: fd-conformance import shim)\n")
     _table(out, ("use_cudagraph", "draft_model_use_cudagraph", "spec method", "method", "verdict", "findings"),
            [(str(r.combo.use_cudagraph), str(r.combo.draft_model_use_cudagraph), r.combo.spec_method or "None",
-             r.method, "ERROR" if r.error else "FAIL" if r.findings else "ok", r.error or _codes(r.findings))
+             r.method, "n/a" if r.skipped else "ERROR" if r.error else "FAIL" if r.findings else "ok",
+             r.skipped or r.error or _codes(r.findings))
             for r in rep.rows])
     shown: set[tuple[str, str]] = set()
     for r in rep.rows:
@@ -121,7 +122,7 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
         r = reports["runner"]
         data["runner"] = {"error": r.error, "rows": [
             {"use_cudagraph": x.combo.use_cudagraph, "draft_model_use_cudagraph": x.combo.draft_model_use_cudagraph,
-             "spec_method": x.combo.spec_method, "method": x.method, "error": x.error,
+             "spec_method": x.combo.spec_method, "method": x.method, "error": x.error, "skipped": x.skipped,
              "codes": [f.code for f in x.findings]} for x in r.rows]}
     return data
 

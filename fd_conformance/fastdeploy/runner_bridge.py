@@ -245,6 +245,7 @@ class RunnerRow:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     calls: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why this combination cannot arise in this FastDeploy
 
 
 @dataclass
@@ -301,6 +302,19 @@ def _describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}{where}"
 
 
+def draft_graphs_exist(checkout: Checkout) -> bool:
+    """Whether this FastDeploy can capture draft graphs at all: ``draft_model_use_cudagraph``
+    arrived in 2.3; before it a draft never had graphs, so draft-on rows would be invented."""
+    try:
+        config = import_module("fastdeploy.config", checkout)
+        return hasattr(config.GraphOptimizationConfig({}), "draft_model_use_cudagraph")
+    except MissingDependency:
+        raise
+    except Exception:  # an old or partial config module: fall back to reading its source
+        path = checkout.package / "config.py"
+        return path.is_file() and "draft_model_use_cudagraph" in path.read_text(encoding="utf-8", errors="replace")
+
+
 def check_runner(checkout: Checkout) -> RunnerReport:
     """Every combination through the checkout's real GPUModelRunner teardown methods."""
     report = RunnerReport(f"{RUNNER_MODULE}.{RUNNER_CLASS}")
@@ -312,6 +326,11 @@ def check_runner(checkout: Checkout) -> RunnerReport:
     except Exception as err:  # one broken import is this table's error, not the whole command's
         report.error = f"could not import {RUNNER_MODULE}: {_describe_error(err)}"
         return report
+    has_draft_graphs = draft_graphs_exist(checkout)
     for combo in combos():
+        if combo.draft_model_use_cudagraph and not has_draft_graphs:
+            why = "n/a: this FastDeploy has no draft_model_use_cudagraph (draft graphs never exist)"
+            report.rows.extend(RunnerRow(combo, method, skipped=why) for method in ("clear_parameters", "update_parameters"))
+            continue
         report.rows.extend(_run_combo(cls, combo))
     return report
