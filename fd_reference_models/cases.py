@@ -202,6 +202,27 @@ def paddle_mutant_update_without_recapture(runtime: Runtime) -> Any:
     return _paddle_mtp_with_runner(runtime, "UpdateWithoutRecaptureRunner")
 
 
+def _paddle_glm4_with_wrapper(runtime: Runtime, wrapper_name: str) -> Any:
+    from fd_reference_models.paddle_models import mutants, subjects
+
+    return subjects.glm4_moe_subject(runtime, wrapper_cls=getattr(mutants, wrapper_name))
+
+
+def paddle_mutant_leaky_clear(runtime: Runtime) -> Any:
+    """Clear keeps every graph's output buffer alive (pool pinned), on the Paddle adapter."""
+    return _paddle_glm4_with_wrapper(runtime, "LeakyClearGlm4Moe")
+
+
+def paddle_mutant_forgetful_clear(runtime: Runtime) -> Any:
+    """Clear skips the smallest capture size: that graph outlives release and shutdown, on Paddle."""
+    return _paddle_glm4_with_wrapper(runtime, "ForgetfulClearGlm4Moe")
+
+
+def paddle_mutant_baked_token_ids(runtime: Runtime) -> Any:
+    """Capture-time token ids baked into the graph: replay differs from eager, on Paddle."""
+    return _paddle_glm4_with_wrapper(runtime, "BakedTokenIdsGlm4Moe")
+
+
 def paddle_cases() -> list[ModelCase]:
     """The tiny Paddle reference models (our own implementations; see paddle_models/) and the
     runtime-neutral runner mutants driving them, so the Paddle adapter's events are proven to trip
@@ -219,6 +240,10 @@ def paddle_cases() -> list[ModelCase]:
         mutant("paddle-mutant-draft-cleared-after-release", paddle_mutant_draft_cleared_after_release, ("FDC201",)),
         mutant("paddle-mutant-group-shutdown-first", paddle_mutant_group_shutdown_first, ("FDC202",)),
         mutant("paddle-mutant-update-without-recapture", paddle_mutant_update_without_recapture, ("FDC204", "FDC304")),
+        # Model-level mutants: the torch mutants' defects (fd_reference_models.model_defects), same codes.
+        mutant("paddle-mutant-leaky-clear", paddle_mutant_leaky_clear, ("FDC302",)),
+        mutant("paddle-mutant-forgetful-clear", paddle_mutant_forgetful_clear, ("FDC203", "FDC201", "FDC202")),
+        mutant("paddle-mutant-baked-token-ids", paddle_mutant_baked_token_ids, ("FDC301", "FDC304")),
     ]
 
 

@@ -2,17 +2,16 @@
 
 Every mutant is a small subclass of a good class; its docstring names the defect and the finding
 codes the suites must report (the case in :mod:`fd_reference_models.cases` carries them as
-``expected_findings``). These are the PyTorch model mutants; the runtime-neutral runner mutants are in
+``expected_findings``). These are the PyTorch model mutants (the model-level defects themselves are
+framework-free mixins in :mod:`fd_reference_models.model_defects`, shared with the Paddle mutants in
+:mod:`fd_reference_models.paddle_models.mutants`); the runtime-neutral runner mutants are in
 :mod:`fd_reference_models.runner_mutants`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK
-from fd_reference_models.graph_opt import graph_opt_backend
+from fd_reference_models.model_defects import BakedTokenIds, ForgetfulClear, LeakyClear
 from fd_reference_models.torch_models.glm4_moe import Glm4MoeCausalLMBody, Glm4MoeForCausalLM, Glm4MoeModel
 from fd_reference_models.torch_models.qwen3_vl import Qwen3VLForConditionalGenerationBody
 
@@ -38,49 +37,16 @@ class Glm4MoeLegacySpelling(Glm4MoeCausalLMBody):
 # --- model-level (backend) ------------------------------------------------------------------------
 
 
-class LeakyClearGlm4MoeModel(Glm4MoeModel):
-    """FDC302: clear resets the graphs but keeps their output buffers alive (graph pool pinned)."""
-
-    def clear_graph_opt_backend(self) -> None:
-        self.runtime.events.mark(CLEAR_BEGIN_MARK, owner=self.graph_owner)
-        backend = graph_opt_backend(self)
-        if backend is not None:
-            # defect: a reference to every output buffer survives the clear
-            self.__dict__["_kept_outputs"] = [e.output_buffer for e in backend.entries.values() if e.output_buffer is not None]
-            backend.clear()
-        self.runtime.events.mark(CLEAR_END_MARK, owner=self.graph_owner)
+class LeakyClearGlm4MoeModel(LeakyClear, Glm4MoeModel):
+    __doc__ = LeakyClear.__doc__
 
 
-class ForgetfulClearGlm4MoeModel(Glm4MoeModel):
-    """FDC203 (+ FDC201, FDC202 as consequences): clear skips the smallest capture size, whose graph
-    stays alive through the weight release and the group shutdown."""
-
-    def clear_graph_opt_backend(self) -> None:
-        self.runtime.events.mark(CLEAR_BEGIN_MARK, owner=self.graph_owner)
-        backend = graph_opt_backend(self)
-        if backend is not None:
-            smallest = min(backend.entries)
-            for size, entry in list(backend.entries.items()):
-                if size == smallest:
-                    continue  # defect: off-by-one over the capture sizes
-                if entry.graph is not None:
-                    entry.graph.reset()
-                entry.graph, entry.output_buffer, entry.static_inputs, entry.warmups_done = None, None, None, 0
-            self.runtime.empty_cache()
-        self.runtime.events.mark(CLEAR_END_MARK, owner=self.graph_owner)
+class ForgetfulClearGlm4MoeModel(ForgetfulClear, Glm4MoeModel):
+    __doc__ = ForgetfulClear.__doc__
 
 
-class BakedTokenIdsGlm4MoeModel(Glm4MoeModel):
-    """FDC301 (+ FDC304): capture-unsafe forward -- the token ids are snapshotted when the graph is
-    built (a host-side copy taken at capture), so every replay runs the capture-time tokens instead
-    of the live input buffer. (Positions would not show it: rope is translation invariant.)"""
-
-    def make_graph_fn(self, static_inputs: dict[str, Any]) -> Callable[[], Any]:
-        frozen = self.runtime.clone(static_inputs["input_ids"])  # defect: a capture-time value
-        # Kept alive on purpose: a CUDA graph does not own the tensors it reads, and a freed copy
-        # would be a use-after-free (garbage ids, a device-side assert) rather than this defect.
-        self.__dict__.setdefault("_baked_inputs", []).append(frozen)
-        return lambda: type(self).eager_forward(self, input_ids=frozen, positions=static_inputs["positions"])
+class BakedTokenIdsGlm4MoeModel(BakedTokenIds, Glm4MoeModel):
+    __doc__ = BakedTokenIds.__doc__
 
 
 class ClearRaisesBeforeCaptureGlm4MoeModel(Glm4MoeModel):

@@ -226,3 +226,61 @@ def test_runner_mutants_load_without_any_framework() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "DraftClearedAfterReleaseRunner" in proc.stdout
+
+
+# --- Paddle model-level mutants: the same defects (fd_reference_models.model_defects) on Paddle ----
+@pytest.fixture(scope="module")
+def paddle_cpu() -> object:
+    pytest.importorskip("paddle")
+    return get_runtime("paddle", "cpu")
+
+
+def test_paddle_model_mutants_are_registered_with_the_torch_mutants_codes() -> None:
+    pytest.importorskip("paddle")
+    by_name = {c.name: c for c in C.all_cases()}
+    for defect in ("leaky-clear", "forgetful-clear", "baked-token-ids"):
+        paddle_case, torch_case = by_name[f"paddle-mutant-{defect}"], by_name[f"mutant-{defect}"]
+        assert paddle_case.runtime == "paddle" and paddle_case.expected_findings == torch_case.expected_findings
+
+
+def test_paddle_leaky_clear_keeps_output_memory(paddle_cpu: object) -> None:
+    s = C.paddle_mutant_leaky_clear(paddle_cpu)
+    s.runner.capture_model()
+    s.wrapper.clear_graph_opt_backend()
+    assert [g for g in s.wrapper.model.graphs() if g.alive] == [] and paddle_cpu.memory_stats().graphs > 0  # FDC302
+    s.runner.clear_parameters()
+    del s
+    gc.collect()
+    good = C.paddle_glm4_moe_mtp(paddle_cpu)
+    good.runner.capture_model()
+    good.runner.clear_parameters()
+    assert paddle_cpu.memory_stats().graphs == 0
+
+
+def test_paddle_forgetful_clear_leaves_a_graph(paddle_cpu: object) -> None:
+    s = C.paddle_mutant_forgetful_clear(paddle_cpu)
+    rec = Recorder(paddle_cpu)
+    s.runner.capture_model()
+    s.wrapper.clear_graph_opt_backend()
+    assert [g.label for g in s.wrapper.model.graphs() if g.alive] == ["main:1"]  # FDC203
+    s.runner.clear_parameters()
+    assert rec.alive_at(EventKind.PARAM_RELEASED) == {"main:1"}  # FDC201
+    assert rec.alive_at(EventKind.GROUP_SHUTDOWN) == {"main:1"}  # FDC202
+    rec.unsub()
+    _cleanup(s)
+
+
+def test_paddle_baked_token_ids_replay_differs(paddle_cpu: object) -> None:
+    import numpy as np
+
+    s = C.paddle_mutant_baked_token_ids(paddle_cpu)
+    s.runner.capture_model()
+    x = s.make_inputs(4, seed=1)
+    got, want = s.forward(x), s.eager_forward(x)
+    assert not np.allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-4)  # FDC301
+    good = C.paddle_glm4_moe_mtp(paddle_cpu)
+    good.runner.capture_model()
+    ok, ref = good.forward(x), good.eager_forward(x)
+    assert np.allclose(ok["logits"].numpy(), ref["logits"].numpy(), atol=1e-4)
+    s.runner.clear_parameters()
+    good.runner.clear_parameters()

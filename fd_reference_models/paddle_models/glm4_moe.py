@@ -123,9 +123,11 @@ class Glm4MoeForCausalLM(nn.Layer):
     """Engine-facing wrapper (undecorated): inner model + ``lm_head``; logits computed eagerly
     outside the graph, as FastDeploy's ``compute_logits``."""
 
+    inner_cls: type = Glm4MoeModel  # mutants (paddle_models/mutants.py) swap in a defective inner model
+
     def __init__(self, config: MoeConfig, runtime: Runtime, graph_config: GraphOptConfig) -> None:
         super().__init__()
-        self.model = Glm4MoeModel(config, runtime, graph_config)
+        self.model = self.inner_cls(config, runtime, graph_config)
         self.lm_head = new_param(self, [config.text.hidden_size, config.text.vocab_size])
 
     def clear_graph_opt_backend(self) -> None:

@@ -78,12 +78,14 @@ def _finish(
 
 
 def glm4_moe_subject(
-    runtime: Runtime, *, runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner
+    runtime: Runtime, *, runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner,
+    wrapper_cls: type[Glm4MoeForCausalLM] = Glm4MoeForCausalLM,
 ) -> PaddleSubject:
     """GLM4-MoE with its MTP draft (the speculative-decoding setup of the MTP hang); ``runner_cls``
-    swaps in a runner mutant from :mod:`fd_reference_models.runner_mutants`."""
+    swaps in a runner mutant from :mod:`fd_reference_models.runner_mutants`, ``wrapper_cls`` a
+    model mutant from :mod:`fd_reference_models.paddle_models.mutants`."""
     config = MoeConfig()
-    main = Glm4MoeForCausalLM(config, runtime, GraphOptConfig(capture_sizes=MAIN_CAPTURE_SIZES))
+    main = wrapper_cls(config, runtime, GraphOptConfig(capture_sizes=MAIN_CAPTURE_SIZES))
     draft = Glm4MTPForCausalLM(config, main, GraphOptConfig(capture_sizes=DRAFT_CAPTURE_SIZES))
     return _finish(runtime, main, draft, runner_cls=runner_cls)
 
