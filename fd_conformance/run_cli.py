@@ -44,7 +44,11 @@ from fd_conformance.errors import (
 RUN_HELP = "run the conformance suites over the bundled reference models (or --model ones) and write reports"
 MODEL_HELP = "model case spec, module:attr or path/to/file.py:attr (repeatable); default: every installed good case"
 RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (default)"
-WORKERS_HELP = "pytest-xdist workers (one GPU each on a GPU host); default: no xdist"
+WORKERS_HELP = (
+    "pytest-xdist workers: N (0 = serial, in one process) or auto (on a GPU host several workers share each GPU, "
+    "as many as its free memory and the cores allow). Default: auto for cuda rows when pytest-xdist is installed "
+    "(the models are tiny, so one GPU runs several at once), serial otherwise"
+)
 OUT_HELP = (
     "directory for conformance.json, junit.xml, certificate.md, results.jsonl and pytest.log (default: "
     "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/"
@@ -102,12 +106,19 @@ def positive_int(option: str, minimum: int) -> Any:
     return parse
 
 
+def worker_count(text: str) -> str:
+    """argparse ``type=`` for -n: ``auto`` or an integer >= 0, spelled as xdist takes it."""
+    if text == "auto":
+        return text
+    return str(positive_int("-n", 0)(text))
+
+
 def add_cli(subparsers: Any) -> None:
     """Register ``fd-conformance run`` (called from fd_conformance.cli.build_parser)."""
     parser = subparsers.add_parser("run", help=RUN_HELP, description=RUN_HELP)
     parser.add_argument("--model", action="append", default=[], metavar="SPEC", help=MODEL_HELP)
     parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "paddle"), help=RUNTIME_HELP)
-    parser.add_argument("-n", "--workers", type=positive_int("-n", 1), default=None, metavar="N", help=WORKERS_HELP)
+    parser.add_argument("-n", "--workers", type=worker_count, default=None, metavar="N|auto", help=WORKERS_HELP)
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=OUT_HELP)
     parser.add_argument("--cycles", type=positive_int("--cycles", MIN_CYCLES), default=5, metavar="K", help=CYCLES_HELP)
     parser.add_argument("--include-mutants", action="store_true", help=MUTANTS_HELP)
@@ -150,9 +161,20 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
         cmd.append(f"--fd-cases-file={Path(args.cases_file).resolve()}")
     if args.include_mutants:
         cmd.append("--fd-include-mutants")
-    if args.workers:
-        cmd += ["-n", str(args.workers)]
+    workers = default_workers(resolve_device(args.device)) if args.workers is None else args.workers
+    if workers != "0":
+        cmd += ["-n", workers]
     return cmd + list(args.pytest_args)
+
+
+def default_workers(device: str) -> str:
+    """cuda rows: ``auto`` (the plugin sizes workers per GPU); cpu rows or no xdist: serial. On a
+    CPU the isolation workers already take the cores, and serial keeps a CI log in order."""
+    from fd_conformance.devices import visible_gpu_count
+
+    if device in ("cuda", "all") and visible_gpu_count() > 0 and importlib.util.find_spec("xdist") is not None:
+        return "auto"
+    return "0"
 
 
 def absolute_spec(spec: str) -> str:
@@ -169,7 +191,7 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
 
     if args.runtime != "auto" and args.runtime not in installed_runtimes():
         raise UsageError(f"--runtime {args.runtime} is not installed", f"pip install 'fd-conformance[{args.runtime}]' or use --runtime auto")
-    if args.workers and importlib.util.find_spec("xdist") is None:
+    if args.workers not in (None, "0") and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {str(out)!r} is an existing file", "give a directory path")

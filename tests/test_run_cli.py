@@ -3,6 +3,7 @@ certified through --model; a broken one fails with its finding codes; bad input 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -539,3 +540,25 @@ def test_exit_codes_are_one_table_documented_in_the_readme() -> None:
     section = readme.partition("## CI gating")[2].partition("\n## ")[0]
     for code in EXIT_CODES:
         assert f"| {code} |" in section, f"exit code {code} missing from README's CI gating table"
+
+
+def test_workers_default_auto_on_cuda_serial_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda rows share the GPU among xdist workers by default; cpu rows and -n 0 stay serial."""
+    from fd_conformance import run_cli
+
+    parser = argparse.ArgumentParser()
+    run_cli.add_cli(parser.add_subparsers())
+    out = Path("/tmp/unused")
+
+    def command(*argv: str) -> list[str]:
+        return run_cli.pytest_command(parser.parse_args(["run", *argv]), out)
+
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "1")
+    assert command("--device", "cuda")[-2:] == ["-n", "auto"]
+    assert "-n" not in command("--device", "cuda", "-n", "0")
+    assert command("--device", "cuda", "-n", "3")[-2:] == ["-n", "3"]
+    assert "-n" not in command("--device", "cpu")
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
+    assert "-n" not in command("--device", "cuda")  # rows that skip need no workers
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "-n", "many"])
