@@ -45,17 +45,26 @@ def format_line(record: dict[str, Any], done: int, total: int | None) -> str:
     device = record.get("device") or ""
     if device:
         where += f" [{device}]"
-    check = record.get("check") or ""
-    nodeid = record["nodeid"]
-    variant = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
-    case_device = f"{record.get('case')}-{device}"
-    if variant and variant != case_device and variant.startswith(case_device + "-"):
-        check += f"[{variant[len(case_device) + 1:]}]"  # a parametrized variant (mainOff-draftOn)
-    line = f"{count} {outcome_word(record):<6} {where} {check}  {record.get('duration', 0.0):.1f}s"
+    line = f"{count} {outcome_word(record):<6} {where} {check_label(record)}  {record.get('duration', 0.0):.1f}s"
     reason = str(record.get("reason") or "")
     if record["outcome"] in ("failed", "hang", "crash") and reason:
         line += "  " + _one_line(reason, REASON_WIDTH)
     return line
+
+
+def check_label(record: dict[str, Any]) -> str:
+    """The matrix column, plus what tells its tests apart: ``clear[before_capture_and_twice]``,
+    ``teardown_order[mainOff-draftOn]`` (a check's tests share one column)."""
+    check = str(record.get("check") or "")
+    nodeid = str(record["nodeid"])
+    name, _, params = nodeid.rpartition("::")[2].partition("[")
+    rest = name.removeprefix("test_").removeprefix(check).strip("_")
+    case_device = f"{record.get('case')}-{record.get('device')}"
+    variant = params.rstrip("]").removeprefix(case_device).strip("-") if params.rstrip("]").startswith(case_device) else ""
+    label = "-".join(part for part in (rest, variant) if part)
+    if not check:
+        return name
+    return f"{check}[{label}]" if label else check
 
 
 def _one_line(text: str, width: int) -> str:

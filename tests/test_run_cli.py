@@ -504,12 +504,12 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     assert wants_bar(Tty(), {}) and not wants_bar(Tty(), {"CI": "true"}) and not wants_bar(io.StringIO(), {})
     path = tmp_path / "results.jsonl"
     log = ResultLog(path)
-    log.append(plan_record([{"nodeid": "s::t[c-cpu]", "case": "c", "device": "cpu", "check": "clear", "expected": []}] * 1, False))
+    log.append(plan_record([{"nodeid": "s::test_clear[c-cpu]", "case": "c", "device": "cpu", "check": "clear", "expected": []}], False))
     stream = Tty()
     progress = Progress(path, stream=stream, bar=True)
     progress.poll()
     assert "0/1 checks" in stream.getvalue()
-    record = new_record("s::t[c-cpu]", started=0.0, pid=1)
+    record = new_record("s::test_clear[c-cpu]", started=0.0, pid=1)
     record.update(case="c", device="cpu", check="clear", outcome="failed", duration=1.25, reason="FDC203 graph 'main:4' still alive")  # type: ignore[typeddict-item]
     log.append(record)
     progress.finish()
@@ -518,6 +518,14 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     quiet = io.StringIO()
     Progress(path, stream=quiet, quiet=True).finish()
     assert quiet.getvalue() == ""
+    from fd_conformance.run_progress import check_label
+
+    def label(nodeid: str, check: str) -> str:
+        return check_label({"nodeid": nodeid, "case": "m", "device": "cpu", "check": check})
+
+    assert label("test_clear.py::test_clear_before_capture_and_twice[m-cpu]", "clear") == "clear[before_capture_and_twice]"
+    assert label("test_teardown_order.py::test_teardown_order[m-cpu-mainOff-draftOn]", "teardown_order") == "teardown_order[mainOff-draftOn]"
+    assert label("test_protocol.py::test_protocol[m-cpu]", "protocol") == "protocol"
 
 
 def test_unwritable_out_is_one_line_usage_error(model_dir: Path) -> None:
