@@ -247,9 +247,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("fd_case", "fd_device"), params)
 
 
+def framework_free_first(items: list[pytest.Item]) -> None:
+    """Checks that build no model (C6 config: it needs the case, not a runtime) run first: their
+    results come in seconds, before the first framework import and model build (torch plus
+    transformers: 10-20 s in a fresh worker), so a broken config fails fast. Stable otherwise:
+    every other item keeps pytest's order, and each check is independent of the others."""
+    items.sort(key=lambda item: _case_of(item) is None or "fd_runtime" in getattr(item, "fixturenames", ()))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from fd_conformance.devices import no_gpu_reason
 
+    framework_free_first(items)
     for item in items:
         case = _case_of(item)
         if case is not None and case.checks is not None and check_name(item) not in case.checks:

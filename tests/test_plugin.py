@@ -553,3 +553,17 @@ def test_fd_subject_names_missing_members_and_releases_graphs(pytester: pytest.P
     half.stdout.fnmatch_lines(["*half: the factory returned a HalfSubject without runner, forward, eager_forward, new_weights, graphs; fix:*"])
     full = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fd-isolate=off", "--fd-device=cpu", "--fd-model=subject_cases:FULL", "-p", "no:randomly")
     full.assert_outcomes(passed=2)  # test_b sees the graph test_a's subject left reset by teardown
+
+
+def test_framework_free_checks_are_collected_first() -> None:
+    """C6 needs no runtime: its items run before any model build, so their results come first."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "--collect-only", "-q", "-p", "no:cacheprovider", "-k", "cpu"],
+        capture_output=True, text=True, cwd="/",
+    )  # fmt: skip
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    config = [i for i, node in enumerate(ids) if "test_config.py::" in node]
+    assert config and config == list(range(len(config))), ids[: len(config) + 2]
+    rest = [node for node in ids if "test_config.py::" not in node]
+    files = [node.split("::")[0] for node in rest]
+    assert rest and files == sorted(files), files  # the others keep pytest's (file) order
