@@ -26,8 +26,8 @@ step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its 
 # 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants, outside
 #    models serial vs -n 4 on one GPU)
 #    (-n auto: the plugin picks workers per GPU from free memory and cores)
-step kit-gpu-tests 300 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs --durations=12 --junitxml="$OUT/junit-gpu.xml" tests
-# 2. the main job on real graphs: the reference models must all be certified
+step kit-gpu-tests 200 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs --durations=12 --junitxml="$OUT/junit-gpu.xml" tests
+# 2. the main job on real graphs (default -n auto: workers share the GPU): all reference models certified
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
 # 3. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
@@ -36,7 +36,17 @@ step xdist-verdicts 250 $PY bench/xdist_verdicts.py --device cuda --include-muta
 #    (ours and the outside-style Acme model) and the smallest leak the 4 KiB threshold reports
 step leak-resolution 120 $PY bench/leak_resolution.py --cycles 20
 # 5. first-result latency: launch -> first check's result, and the phases of that first check
-step first-result 150 $PY bench/first_result.py --device cuda
+step first-result 100 $PY bench/first_result.py --device cuda --sessions isolated
 # 6. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
+# 7. the main job with every bundled mutant at -n auto (serial is xdist-verdicts' reference)
+step suite-time-mutants 150 $PY bench/suite_time.py --device cuda --include-mutants --workers 8
+# 8. why an in-process (--fd-isolate=off) cuda session outlives 120 s: stacks at 40 s
+inprocess_stacks() {
+  timeout 60 $PY -m pytest --pyargs fd_conformance.suite -p no:cacheprovider -v -m gpu -k "cuda and torch-glm4-moe-cuda" --fd-isolate=off >"$OUT/inprocess.log" 2>&1 &
+  sleep 40; for pid in $(pgrep -f "fd-isolate=off"); do echo "== $pid"; py-spy dump --pid "$pid" 2>&1 | head -60; done
+  wait; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/inprocess.log" | tail -15
+}
+export -f inprocess_stacks; export PY OUT
+step inprocess-stacks 70 bash -c inprocess_stacks
 exit 0
