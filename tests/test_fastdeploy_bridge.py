@@ -277,3 +277,17 @@ def test_missing_submodule_names_its_own_pypi_package(tmp_path: Path) -> None:
     with import_environment(checkout), pytest.raises(MissingDependency) as err:
         import_module("fastdeploy", checkout)
     assert "'opentelemetry-exporter-otlp'" in str(err.value) or "'opentelemetry-api opentelemetry-sdk'" in str(err.value)
+
+
+@pytest.mark.parametrize("runner, passes", [(None, True), ("runner_nested_guard.py", False)])
+def test_pytest_entry_point_gates_like_the_command(tmp_path: Path, runner: str | None, passes: bool) -> None:
+    import os
+
+    root = make_tree(tmp_path, runner=runner)
+    env = {**os.environ, "FD_CONFORMANCE_FASTDEPLOY": str(root), "FD_CONFORMANCE_FASTDEPLOY_EXAMPLES": "10"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.fastdeploy.suite", "-q",
+                           "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert (done.returncode == 0) is passes, done.stdout[-3000:]
+    if not passes:
+        assert "1 failed" in done.stdout and "main=off draft=on spec=mtp" in done.stdout and "FDC203" in done.stdout

@@ -315,12 +315,31 @@ def draft_graphs_exist(checkout: Checkout) -> bool:
         return path.is_file() and "draft_model_use_cudagraph" in path.read_text(encoding="utf-8", errors="replace")
 
 
+def runner_class(checkout: Checkout) -> type:
+    """The checkout's real GPUModelRunner (inside :func:`~.checkout.import_environment`)."""
+    cls: type = getattr(import_module(RUNNER_MODULE, checkout), RUNNER_CLASS)
+    return cls
+
+
+def skip_reason(combo: Combo, has_draft_graphs: bool) -> str | None:
+    if combo.draft_model_use_cudagraph and not has_draft_graphs:
+        return "n/a: this FastDeploy has no draft_model_use_cudagraph (draft graphs never exist)"
+    return None
+
+
+def run_combo(cls: type, combo: Combo, has_draft_graphs: bool) -> list[RunnerRow]:
+    """clear_parameters and update_parameters rows of one combination (n/a rows when it cannot arise)."""
+    why = skip_reason(combo, has_draft_graphs)
+    if why is not None:
+        return [RunnerRow(combo, method, skipped=why) for method in ("clear_parameters", "update_parameters")]
+    return _run_combo(cls, combo)
+
+
 def check_runner(checkout: Checkout) -> RunnerReport:
     """Every combination through the checkout's real GPUModelRunner teardown methods."""
     report = RunnerReport(f"{RUNNER_MODULE}.{RUNNER_CLASS}")
     try:
-        module = import_module(RUNNER_MODULE, checkout)
-        cls = getattr(module, RUNNER_CLASS)
+        cls = runner_class(checkout)
     except MissingDependency:
         raise
     except Exception as err:  # one broken import is this table's error, not the whole command's
@@ -328,9 +347,5 @@ def check_runner(checkout: Checkout) -> RunnerReport:
         return report
     has_draft_graphs = draft_graphs_exist(checkout)
     for combo in combos():
-        if combo.draft_model_use_cudagraph and not has_draft_graphs:
-            why = "n/a: this FastDeploy has no draft_model_use_cudagraph (draft graphs never exist)"
-            report.rows.extend(RunnerRow(combo, method, skipped=why) for method in ("clear_parameters", "update_parameters"))
-            continue
-        report.rows.extend(_run_combo(cls, combo))
+        report.rows.extend(run_combo(cls, combo, has_draft_graphs))
     return report
