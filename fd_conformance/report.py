@@ -566,6 +566,12 @@ def verdict_line(document: Mapping[str, Any]) -> str:
     return f"fd-conformance: {head} (rows: {rows or 'none'}; tests: {tests or 'none'}{missing})"
 
 
+def not_run_summary(not_run: Sequence[str], shown: int = 10) -> str:
+    """``N planned check(s) did not run: a, b, ... and K more`` for one terminal line."""
+    names = ", ".join(not_run[:shown]) + (f" and {len(not_run) - shown} more" if len(not_run) > shown else "")
+    return f"{len(not_run)} planned check(s) did not run: {names}"
+
+
 def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: bool = False) -> int:
     """`fd-conformance report FILE`: the matrix and verdicts of a results JSONL; its exit code
     (0 certified, 1 anything not certified, 3 incomplete, 4 nothing ran). With ``out`` it also
@@ -588,7 +594,7 @@ def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: boo
     if not parsed.plans:
         print(f"fd-conformance report: note: {parsed.path} has no plan line (an older kit wrote it): tests that never ran cannot be listed", file=sys.stderr)
     if document["run"]["not_run"] and not quiet:
-        print(f"not run ({len(document['run']['not_run'])}): " + ", ".join(document["run"]["not_run"][:20]) + (" ..." if len(document["run"]["not_run"]) > 20 else ""))
+        print(f"not run: {not_run_summary(document['run']['not_run'])}")
     if document["exit_code"] == EXIT_NOTHING_CERTIFIED:
         print(f"fd-conformance: certified nothing: {nothing_ran_reason(results)}", file=sys.stderr)
     print(verdict_line(document))

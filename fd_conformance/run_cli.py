@@ -82,6 +82,7 @@ RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # what one run leaves in --
 LOCK_NAME = ".fd-conformance.lock"
 PREVIOUS_DIR = "previous"
 TEMP_PREFIX = "fd-conformance-run-"
+OWNER_NAME = "owner.pid"  # in the temp dir: which run made it, so a later run can tell it is stale
 POLL_S = 0.25  # how often results.jsonl is read for progress while pytest runs
 GRACE_S = 5.0  # after SIGTERM to the child's group, before SIGKILL
 # The kit's own ini: the certification must not inherit the user's pytest.ini addopts (e.g. a
@@ -384,6 +385,20 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
         stop.restore()
 
 
+def remove_stale_temp_dirs() -> None:
+    """The temp dirs of runs that were SIGKILLed (no handler runs then, so their dir stays):
+    removed by the next run. Only a dir whose owner.pid names a process that is gone, so a
+    live run's dir (this user's or another's) is never touched."""
+    for path in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
+        try:
+            pid = int((path / OWNER_NAME).read_text(encoding="utf-8"))
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # no owner file (an older kit's), unreadable, or another user's live process
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     _validate(args, out)
@@ -397,7 +412,9 @@ def run(args: argparse.Namespace) -> int:
         env = dict(os.environ)
         # module:attr specs name modules relative to where the user stands, as `python -m` would.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        remove_stale_temp_dirs()
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as ini_dir:
+            (Path(ini_dir) / OWNER_NAME).write_text(str(os.getpid()), encoding="utf-8")
             # pytest runs from the kit's own directory with the kit's ini: neither the user's
             # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
             args.ini_dir = Path(ini_dir)
@@ -427,7 +444,7 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     """The partial report of an interrupted run, from results.jsonl (the only thing the killed
     child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
     from fd_conformance.isolation_results import INTERRUPTED, IncompleteInput, ResultLog, ResultsFile, load_results_file, session_record
-    from fd_conformance.report import format_matrix, results_of_file, verdict_line, write_reports
+    from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
 
     name = signal.Signals(signum).name
     log = ResultLog(out / RESULTS_NAME)
@@ -447,8 +464,7 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     if not parsed.plans:
         print(f"fd-conformance run: interrupted by {name} before the suites were collected", file=sys.stderr)
     elif not_run:
-        shown = ", ".join(not_run[:10]) + (f" and {len(not_run) - 10} more" if len(not_run) > 10 else "")
-        print(f"fd-conformance run: interrupted by {name}; {len(not_run)} planned check(s) did not run: {shown}", file=sys.stderr)
+        print(f"fd-conformance run: interrupted by {name}; {not_run_summary(not_run)}", file=sys.stderr)
     print(verdict_line(document))
     for name_ in ("conformance.json", "certificate.md", RESULTS_NAME):
         print(f"  {out / name_}")

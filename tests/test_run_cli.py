@@ -570,3 +570,31 @@ def test_workers_default_auto_on_cuda_serial_on_cpu(monkeypatch: pytest.MonkeyPa
     assert "-n" not in command("--device", "cuda")  # rows that skip need no workers
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "-n", "many"])
+
+
+def test_next_run_removes_the_temp_dir_of_a_sigkilled_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL runs no handler, so that run's temp dir stays: the next run removes it, and only it."""
+    import tempfile
+
+    from fd_conformance.run_cli import OWNER_NAME, TEMP_PREFIX, remove_stale_temp_dirs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    dirs = {name: tmp_path / f"{TEMP_PREFIX}{name}" for name in ("killed", "live", "older-kit")}
+    for path in dirs.values():
+        path.mkdir()
+    (dirs["killed"] / OWNER_NAME).write_text(str(dead.pid))
+    (dirs["live"] / OWNER_NAME).write_text(str(os.getpid()))
+    remove_stale_temp_dirs()
+    assert not dirs["killed"].exists() and dirs["live"].exists() and dirs["older-kit"].exists()
+
+
+@pytest.mark.skipif(os.environ.get("FD_RUN_NEWCOMER") != "1", reason="slow (two full runs, ~4 min here): FD_RUN_NEWCOMER=1 runs it")
+def test_newcomer_script_passes() -> None:
+    """scripts/newcomer.sh: clone, (skip the install: this environment has it), run, SIGTERM, report."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "newcomer.sh"
+    env = {**os.environ, "FD_NEWCOMER_SKIP_INSTALL": "1", "FD_CONFORMANCE_GPU": "0"}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "newcomer: OK" in proc.stdout
