@@ -33,6 +33,7 @@ t = time.perf_counter(); marks = {}
 def mark(name):
     global t
     now = time.perf_counter(); marks[name] = round(now - t, 3); t = now
+    print(f"phase {name}: {marks[name]:.3f} s", flush=True)  # streamed: a phase that hangs is the one not printed
 import torch; mark("import torch")
 from fd_conformance.runtime import get_runtime
 runtime = get_runtime("torch", sys.argv[1]); runtime.synchronize(); runtime.memory_stats(); mark("runtime + device init")
@@ -45,7 +46,9 @@ graphs_on(subject)
 subject.eager_forward(subject.make_inputs(max(case.capture_sizes))); runtime.synchronize(); mark("eager warm-up")
 subject.runner.capture_model(); runtime.synchronize(); mark(f"capture {len(case.capture_sizes)} sizes")
 subject.forward(subject.make_inputs(case.capture_sizes[0])); runtime.synchronize(); mark("first replay")
+subject.runner.close()  # the reference runner holds a comm group: one open per process at a time
 again = case.factory(runtime); runtime.synchronize(); mark("second model build (warm)")
+again.runner.close()
 print(json.dumps(marks))
 """
 
@@ -88,9 +91,14 @@ def main() -> int:
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     case = args.case
     exact = f"{case}-{device}"  # -k on the parameter id: not its -mtp sibling
-    proc = subprocess.run([sys.executable, "-c", PHASES, device, case], capture_output=True, text=True)
+    try:
+        proc = subprocess.run([sys.executable, "-c", PHASES, device, case], capture_output=True, text=True, timeout=SESSION_BOUND_S)
+    except subprocess.TimeoutExpired as err:
+        done = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        print(f"phases: killed at the {SESSION_BOUND_S:.0f} s bound after:\n{done}")
+        return 1
     if proc.returncode:
-        print(f"phases failed:\n{proc.stderr[-2000:]}")
+        print(f"phases failed:\n{proc.stdout}{proc.stderr[-2000:]}")
         return 1
     marks = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"phases of the first check ({case} on {device}, fresh interpreter, no pytest):")

@@ -20,8 +20,8 @@ step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its 
   local name=$1 secs=$2; shift 2
   # SKIP="run-cuda leak-resolution": leave steps out when a call must fit the device's 600 s limit
   case " ${SKIP:-} " in *" $name "*) echo "=== $name skipped (SKIP)"; return;; esac
-  echo "=== $name"; timeout "$secs" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
-  grep -vE '^\[transformers\]|Warning:|warnings.warn' "$OUT/$name.log" | tail -${TAIL:-25}; echo "=== $name rc=$rc"
+  echo "=== $name"; local t0=$SECONDS; timeout "$secs" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
+  grep -vE '^\[transformers\]|Warning:|warnings.warn' "$OUT/$name.log" | tail -${TAIL:-25}; echo "=== $name rc=$rc wall=$((SECONDS - t0))s"
 }
 # 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants, outside
 #    models serial vs -n 4 on one GPU)
@@ -41,7 +41,8 @@ step first-result 100 $PY bench/first_result.py --device cuda --sessions isolate
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 7. the main job with every bundled mutant at -n auto (serial is xdist-verdicts' reference)
 step suite-time-mutants 150 $PY bench/suite_time.py --device cuda --include-mutants --workers 8
-# 8. why an in-process (--fd-isolate=off) cuda session outlives 120 s: stacks at 40 s
+# 8. stacks of an in-process (--fd-isolate=off) cuda session at 40 s (one outlived 120 s inside
+#    bench/first_result.py once; alone it took 18 s)
 inprocess_stacks() {
   timeout 60 $PY -m pytest --pyargs fd_conformance.suite -p no:cacheprovider -v -m gpu -k "cuda and torch-glm4-moe-cuda" --fd-isolate=off >"$OUT/inprocess.log" 2>&1 &
   sleep 40; for pid in $(pgrep -f "fd-isolate=off"); do echo "== $pid"; py-spy dump --pid "$pid" 2>&1 | head -60; done
