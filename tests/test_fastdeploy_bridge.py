@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,6 +136,22 @@ def test_compiled_ops_are_shimmed_and_loud_when_called(tmp_path: Path) -> None:
         with pytest.raises(CompiledOpCalled, match="share_external_data"):
             module.share_external_data()
     assert "fastdeploy.model_executor.ops.gpu" not in sys.modules
+
+
+def test_fastdeploy_logs_go_to_a_temp_dir_not_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FastDeploy's loggers write FD_LOG_DIR (default ./log) at import: the bridge must leave the
+    user's directory clean, and respect a directory the user chose."""
+    checkout = locate(make_tree(tmp_path))
+    monkeypatch.delenv("FD_LOG_DIR", raising=False)
+    with import_environment(checkout):
+        logs = Path(os.environ["FD_LOG_DIR"])
+        assert logs.is_dir() and logs != Path("log")
+        (logs / "config.log").write_text("what FastDeploy would write")
+    assert "FD_LOG_DIR" not in os.environ and not logs.exists()
+    monkeypatch.setenv("FD_LOG_DIR", str(tmp_path / "mine"))
+    with import_environment(checkout):
+        assert os.environ["FD_LOG_DIR"] == str(tmp_path / "mine")
+    assert os.environ["FD_LOG_DIR"] == str(tmp_path / "mine")
 
 
 def test_help_imports_no_framework_and_no_bridge() -> None:

@@ -14,6 +14,10 @@ documented stand-in rather than an edit of FastDeploy's code:
   missing one is :class:`MissingDependency`, one line naming the package and the install command,
   exit code :data:`EXIT_MISSING_DEPENDENCY`.
 
+* **logs** -- FastDeploy's loggers write ``./log/`` under the caller's directory at import
+  (``FD_LOG_DIR``, default ``log``): unless the user set it, the environment points it at a
+  temporary directory removed on exit, so certifying a tree leaves nothing in the user's cwd.
+
 A second tree in the same process needs a clean slate: the environment removes every
 ``fastdeploy`` module on entry and on exit (tests import several fixture trees in turn).
 """
@@ -22,7 +26,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
+import shutil
 import sys
+import tempfile
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -139,6 +146,9 @@ def _hide_distributions(real: Callable[[str], Any]) -> Callable[[str], Any]:
     return distribution
 
 
+LOG_DIR_ENV = "FD_LOG_DIR"  # FastDeploy's log directory (fastdeploy/envs.py), "log" under the cwd by default
+
+
 @contextmanager
 def import_environment(checkout: Checkout) -> Iterator[CompiledOpsShim]:
     """``checkout`` importable as ``fastdeploy`` (first on sys.path), compiled ops shimmed,
@@ -149,9 +159,15 @@ def import_environment(checkout: Checkout) -> Iterator[CompiledOpsShim]:
     sys.path.insert(0, str(checkout.root))
     real = importlib.metadata.distribution
     importlib.metadata.distribution = _hide_distributions(real)  # type: ignore[assignment]
+    logs = None if LOG_DIR_ENV in os.environ else tempfile.mkdtemp(prefix="fd-conformance-fastdeploy-log-")
+    if logs is not None:
+        os.environ[LOG_DIR_ENV] = logs
     try:
         yield shim
     finally:
+        if logs is not None:
+            os.environ.pop(LOG_DIR_ENV, None)
+            shutil.rmtree(logs, ignore_errors=True)
         importlib.metadata.distribution = real  # type: ignore[assignment]
         try:
             sys.path.remove(str(checkout.root))
