@@ -399,9 +399,9 @@ class IsolationController:
             if PROP_PREFIX + key in props:
                 record[key] = props[PROP_PREFIX + key]  # type: ignore[literal-required]
         if props.get(PROP_PREFIX + "expected"):
-            record["expected"] = [c for c in str(props[PROP_PREFIX + "expected"]).split(",") if c]  # type: ignore[typeddict-unknown-key]
+            record["expected"] = [c for c in str(props[PROP_PREFIX + "expected"]).split(",") if c]
         if FINDINGS_PROP in props:
-            record["finding_details"] = json.loads(str(props[FINDINGS_PROP]))  # type: ignore[typeddict-unknown-key]
+            record["finding_details"] = json.loads(str(props[FINDINGS_PROP]))
         if report.failed and not record.get("reason"):
             record["reason"] = failure_reason(report)
         elif report.skipped and not record.get("reason") and isinstance(report.longrepr, tuple):

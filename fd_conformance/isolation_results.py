@@ -56,6 +56,15 @@ class ResultRecord(TypedDict):
     native_stacks: NotRequired[str]  # py-spy dump --native, or why it is missing
     stuck_frame: NotRequired[str]  # innermost project frame of the hung thread
     reason: NotRequired[str]  # one line: why it failed or skipped (first error finding, exception type: message)
+    # The matrix keys and what conformance.json shows, so a report rebuilt from the file alone says
+    # what `run`'s says (suite tests only).
+    device: NotRequired[str]
+    expected: NotRequired[list[str]]  # the case's expected finding codes (mutants)
+    runtime: NotRequired[str]
+    runtime_version: NotRequired[str]
+    device_name: NotRequired[str]
+    graphs_real: NotRequired[bool | None]
+    finding_details: NotRequired[list[dict[str, Any]]]  # Finding.to_dict() each ("findings" holds the codes)
 
 
 # Besides result lines the file holds two kinds of bookkeeping lines (``kind`` set), so a reader can

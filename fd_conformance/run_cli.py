@@ -342,15 +342,17 @@ class Interrupted:
                 pass
 
 
-def _child_preexec() -> None:
-    """In the child, before exec: die with this process (Linux), so a SIGKILLed `run` leaves no
-    pytest behind certifying into a directory nobody holds."""
+def _die_with_parent() -> Any:
+    """A preexec_fn for the child: die with this process (Linux PR_SET_PDEATHSIG), so a SIGKILLed
+    `run` leaves no pytest behind certifying into a directory nobody holds. libc is resolved
+    here, in the parent: between fork and exec the child may only make the call."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    return lambda: prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose: bool, quiet: bool) -> tuple[int, int | None]:
@@ -365,7 +367,7 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
     try:
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT if log else None,
-            start_new_session=True, preexec_fn=_child_preexec,  # noqa: PLW1509 - only prctl, no locks taken
+            start_new_session=True, preexec_fn=_die_with_parent(),  # noqa: PLW1509 - only prctl, no locks taken
         )  # fmt: skip
         stop.pgid = proc.pid
         if stop.signum is not None:  # a signal arrived before the child existed
