@@ -86,6 +86,7 @@ class Progress:
         self.done: set[str] = set()
         self.started = time.monotonic()
         self.bar_shown = False
+        self.last_bar = ""
 
     @property
     def total(self) -> int | None:
@@ -140,9 +141,11 @@ class Progress:
             text = f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {len(self.done)}/{total} checks, {elapsed:.0f}s"
         else:
             text = f"collecting the suites... {elapsed:.0f}s"
+        if self.bar_shown and text == self.last_bar:
+            return  # redrawn only when it changes (the seconds tick): a terminal log stays small
         self.stream.write("\r\033[K" + text)
         self.stream.flush()
-        self.bar_shown = True
+        self.bar_shown, self.last_bar = True, text
 
     def finish(self) -> None:
         """Last read, and the bar removed so the matrix starts on a clean line."""
