@@ -17,6 +17,7 @@ EXIT_INCOMPLETE = 3  # the session did not finish (INTERNALERROR, killed) or its
 EXIT_INTERNAL = EXIT_INCOMPLETE  # the older name: a kit that broke mid-session is an incomplete session
 EXIT_NOTHING_CERTIFIED = 4  # no conformance check ran (no GPU for cuda rows, everything skipped); --allow-empty opts out
 EXIT_LOCKED = 5  # --out is in use by another `fd-conformance run`
+EXIT_MISSING_DEPENDENCY = 6  # `fd-conformance fastdeploy`: a package the FastDeploy tree imports is not installed
 EXIT_SIGINT = 128 + signal.SIGINT  # 130: interrupted by Ctrl-C; partial report marked INTERRUPTED
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: terminated (CI cancel, timeout); partial report marked INTERRUPTED
 
@@ -27,13 +28,15 @@ EXIT_CODES: dict[int, str] = {
     EXIT_INCOMPLETE: "incomplete: the session did not finish, or the results file is truncated or unreadable",
     EXIT_NOTHING_CERTIFIED: "certified nothing: no check ran on the requested rows (opt out with --allow-empty / --fd-allow-empty)",
     EXIT_LOCKED: "--out is locked by another run that is still going",
+    EXIT_MISSING_DEPENDENCY: "missing dependency: the FastDeploy tree imports a package that is not installed (the [fastdeploy] extra)",
     EXIT_SIGINT: "interrupted (SIGINT): partial report marked INTERRUPTED",
     EXIT_SIGTERM: "terminated (SIGTERM): partial report marked INTERRUPTED",
 }
 
 
 class UsageError(Exception):
-    """Bad input from the user. ``str(err)`` is the whole message: one line, problem + fix."""
+    """Bad input from the user. ``str(err)`` is the whole message: one line, problem + fix.
+    ``exit_code``: what the CLI exits with (a subclass may name a more precise code)."""
 
     exit_code = EXIT_USAGE
 

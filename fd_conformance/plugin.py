@@ -208,10 +208,12 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[WORKERINPUT_KEY] = gpu
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a GPU host: workers per GPU from free memory and cores (several share one GPU:
-    the models are tiny). Without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set, xdist decides."""
+    the models are tiny). Without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set, xdist decides.
+    tryfirst: xdist's own implementation is a plain one too, and plugin load order (which
+    distribution the environment lists first) would otherwise decide whose count wins."""
     from fd_conformance.devices import visible_gpu_count
     from fd_conformance.xdist_gpus import auto_worker_count, free_gpu_bytes, physical_gpu_ids
 

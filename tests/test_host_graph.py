@@ -218,5 +218,5 @@ def test_kept_weight_copies_grow_host_memory_per_cycle(rt: TorchRuntime) -> None
         return held
 
     steady, growing = cycles(keep=False), cycles(keep=True)
-    assert steady == [3 * 1024] * 3 and not grows(steady, 0)
-    assert growing == [6 * 1024, 9 * 1024, 12 * 1024] and grows(growing, 0)
+    assert steady == [3 * 1024] * 3 and not grows(steady, 1)
+    assert growing == [6 * 1024, 9 * 1024, 12 * 1024] and grows(growing, 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -43,10 +44,19 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])), **extra}
 
 
+def console_pytest() -> str:
+    """The `pytest` executable of this interpreter: beside it (pip's layout), else the first on
+    PATH (a venv that reuses the system's packages has no script of its own)."""
+    beside = Path(sys.executable).parent / "pytest"
+    found = str(beside) if beside.is_file() else shutil.which("pytest")
+    assert found, f"no `pytest` executable beside {sys.executable} or on PATH"
+    return found
+
+
 def _pytest(cwd: Path, *args: str, console_script: bool = False, **env: str) -> subprocess.CompletedProcess[str]:
     """A pytest session in a subprocess; ``console_script`` runs the `pytest` executable, which
     (unlike `python -m pytest`) does not put the current directory on sys.path."""
-    head = [str(Path(sys.executable).parent / "pytest")] if console_script else [sys.executable, "-m", "pytest"]
+    head = [console_pytest()] if console_script else [sys.executable, "-m", "pytest"]
     cmd = [*head, "-p", "no:cacheprovider", "-p", "no:randomly", *args]
     return subprocess.run(cmd, cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=600)
 

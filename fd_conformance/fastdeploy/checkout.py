@@ -37,11 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import EXIT_MISSING_DEPENDENCY, UsageError
 
-#: Exit code of ``fd-conformance fastdeploy`` when a package FastDeploy imports is not installed
-#: (after errors.py's 0-5: violations, usage, incomplete, nothing certified, locked).
-EXIT_MISSING_DEPENDENCY = 6
 OPS_MODULE = "fastdeploy.model_executor.ops.gpu"
 HIDDEN_DISTRIBUTIONS = frozenset({"torch"})
 INSTALL_FIX = 'pip install "fd-conformance[fastdeploy]"'

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _run(args)
-    except MissingDependency as err:  # before cli.main's handler, which maps every UsageError to 2
+    except MissingDependency as err:  # here too, so a direct call (the pytest route, tests) gets code 6
         print(f"fd-conformance fastdeploy: error: {err}", file=sys.stderr)
         return err.exit_code
 
