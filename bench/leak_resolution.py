@@ -67,7 +67,8 @@ def main() -> int:
     print(f"device={device} graphs={'real' if runtime.graphs_are_real else 'host-emulated'} resolution={resolution} B (smallest delta reported)")
     print(f"{'model':<26} {'cycles':>6} {'max|d alloc| B':>15} {'max|d reserved| B':>18}  false positive")
     floors: list[int] = []
-    for case in good_torch_cases():
+    cases = good_torch_cases()
+    for case in cases:
         subject = case.factory(runtime)
         graphs_on(subject)
         subject.eager_forward(subject.make_inputs(max(case.capture_sizes)))  # lazy library state first
@@ -80,7 +81,7 @@ def main() -> int:
         print(f"{case.name:<26} {args.cycles:>6} {alloc:>15} {reserved:>18}  {'YES' if floors[-1] >= resolution else 'no'}")
     print(f"noise floor {max(floors)} B over {args.cycles} cycles x {len(floors)} models; resolution {resolution} B")
     if runtime.graphs_are_real:
-        case = good_torch_cases()[0]
+        case = cases[0]
         subject = case.factory(runtime)
         graphs_on(subject)
         subject.eager_forward(subject.make_inputs(max(case.capture_sizes)))

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _run(args)
-    except MissingDependency as err:  # here too, so a direct call (the pytest route, tests) gets code 6
+    except MissingDependency as err:  # a direct call (tests, scripts) gets code 6 too, not an exception
         print(f"fd-conformance fastdeploy: error: {err}", file=sys.stderr)
         return err.exit_code
 
