@@ -37,6 +37,8 @@ step xdist-verdicts 250 $PY bench/xdist_verdicts.py --device cuda --include-muta
 step leak-resolution 120 $PY bench/leak_resolution.py --cycles 20
 # 5. first-result latency: launch -> first check's result, and the phases of that first check
 step first-result 100 $PY bench/first_result.py --device cuda --sessions isolated
+# 5b. where the main job's serial session spends its time, test by test (what to cut next)
+step suite-durations 120 $PY -m pytest --pyargs fd_conformance.suite -m gpu -k cuda -q -p no:cacheprovider --durations=30
 # 6. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 7. the main job with every bundled mutant at -n auto (serial is xdist-verdicts' reference)
