@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -56,21 +57,28 @@ print(json.dumps(marks))
 SESSION_BOUND_S = 120.0  # a session past this is reported as such, not waited for
 
 
-def session(device: str, case: str, extra: list[str]) -> tuple[float | None, float, str]:
-    """(seconds to the first result line, seconds to the end, that line) of one suite session."""
+def session(device: str, case: str, extra: list[str]) -> tuple[float | None, float | None, float, str]:
+    """(seconds to pytest's "collected" line, to the first result line, to the end, that line)
+    of one suite session: launch -> collected is pytest's own start and collection, collected
+    -> first result is the isolation worker's start plus the first check."""
     with tempfile.TemporaryDirectory(prefix="fdc-first-") as out:
         cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-v", "-p", "no:cacheprovider",
                f"--fd-report={out}", "-k", f"{device} and {case}", *extra]  # fmt: skip
         if device == "cuda":
             cmd += ["-m", "gpu"]
         start = time.perf_counter()
-        first, line_seen, lines = None, "", []
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        collected, first, line_seen, lines = None, None, "", []
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # a pipe is block-buffered: lines would arrive late
+        # cwd: an empty directory, as a user's project would be; from this repository pytest would
+        # also load tests/conftest.py (its initial conftests), 2-3 s a user never pays.
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=out) as proc:
             assert proc.stdout is not None
             timer = threading.Timer(SESSION_BOUND_S, proc.kill)
             timer.start()
             for line in proc.stdout:
                 lines.append(line)
+                if collected is None and "collected" in line:
+                    collected = time.perf_counter() - start
                 if first is None and "::" in line and RESULT_LINE.search(line):
                     first, line_seen = time.perf_counter() - start, line.strip()
             timer.cancel()
@@ -78,7 +86,7 @@ def session(device: str, case: str, extra: list[str]) -> tuple[float | None, flo
             line_seen = f"killed at the {SESSION_BOUND_S:.0f} s bound; last lines: " + "".join(lines[-3:]).strip().replace("\n", " | ")
         elif first is None:  # say why instead of printing a figure that means nothing
             line_seen = "no result: " + "".join(lines[-5:]).strip().replace("\n", " | ")
-        return first, time.perf_counter() - start, line_seen
+        return collected, first, time.perf_counter() - start, line_seen
 
 
 def main() -> int:
@@ -107,9 +115,9 @@ def main() -> int:
     print(f"  {'total':<32} {sum(marks.values()):7.3f} s")
     modes = {"isolated": ("isolated (default)", []), "in-process": ("in-process (--fd-isolate=off)", ["--fd-isolate=off"])}
     for label, extra in (modes[m] for m in args.sessions):
-        first, total, line = session(device, exact, extra)
-        shown = f"{first:.1f} s" if first is not None else "none"
-        print(f"session {label:<30} first result {shown:>7}, session {total:.1f} s  [{line[:300]}]")
+        collected, first, total, line = session(device, exact, extra)
+        shown = [f"{t:.1f} s" if t is not None else "none" for t in (collected, first)]
+        print(f"session {label:<30} collected {shown[0]:>7}, first result {shown[1]:>7}, session {total:.1f} s  [{line[:300]}]")
     return 0
 
 

@@ -38,7 +38,9 @@ def run_suite(device: str, args: argparse.Namespace, workers: int = 0) -> tuple[
         if workers:
             cmd += ["-n", str(workers)]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # cwd: an empty directory, as a user's project is; from this repository every pytest
+        # process (xdist and isolation workers too) would load tests/conftest.py, 2-3 s each.
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=out)
         wall = time.perf_counter() - start
         path = Path(out) / "conformance.json"
         if not path.is_file():
