@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -67,14 +68,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
-    proc = subprocess.run([sys.executable, "-c", PROBE, device, str(args.repeat)], capture_output=True, text=True, timeout=300)
-    if proc.returncode:
-        print(f"probe failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
-        return 1
-    figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"communication group cost on {device} (torch, one rank, fresh interpreter):")
-    for name, seconds in figures.items():
-        print(f"  {name:<38} {seconds * 1000:9.1f} ms")
+    # NCCL's shutdown joins PyTorch's watchdog and heartbeat-monitor threads; the second variant
+    # shows what the monitor's join costs (our own watchdog, not NCCL's, reports hangs).
+    variants = [{}] + ([{"TORCH_NCCL_ENABLE_MONITORING": "0"}] if device == "cuda" else [])
+    for variant in variants:
+        env = {**os.environ, **variant}
+        proc = subprocess.run([sys.executable, "-c", PROBE, device, str(args.repeat)], capture_output=True, text=True, timeout=300, env=env)
+        if proc.returncode:
+            print(f"probe failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+            return 1
+        figures = json.loads(proc.stdout.strip().splitlines()[-1])
+        shown = " ".join(f"{k}={v}" for k, v in variant.items()) or "default environment"
+        print(f"communication group cost on {device} (torch, one rank, fresh interpreter, {shown}):")
+        for name, seconds in figures.items():
+            print(f"  {name:<38} {seconds * 1000:9.1f} ms")
     return 0
 
 

@@ -41,7 +41,14 @@ runtime = get_runtime("torch", sys.argv[1]); runtime.synchronize(); runtime.memo
 import transformers; mark("import transformers")
 from fd_reference_models import cases
 case = next(c for c in cases.all_cases() if c.name == sys.argv[2])
-subject = case.factory(runtime); mark("model build (imports included)")
+if len(sys.argv) > 3:  # --profile: where the first build's seconds go, by cumulative time
+    import cProfile, io, pstats
+    profiler = cProfile.Profile(); profiler.enable()
+subject = case.factory(runtime); runtime.synchronize(); mark("model build (imports included)")
+if len(sys.argv) > 3:
+    profiler.disable(); text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(int(sys.argv[3]))
+    print("\n".join("profile " + line for line in text.getvalue().splitlines() if line.strip()), flush=True)
 from fd_conformance.suite._support import graphs_on
 graphs_on(subject)
 subject.eager_forward(subject.make_inputs(max(case.capture_sizes))); runtime.synchronize(); mark("eager warm-up")
@@ -93,6 +100,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--case", default="torch-glm4-moe", help="a bundled case name (default torch-glm4-moe)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="print the N costliest calls (cumulative) of the first model build")
     parser.add_argument("--sessions", nargs="*", choices=("isolated", "in-process"), default=["isolated", "in-process"],
                         help="which suite sessions to time after the phases (none: phases only)")
     args = parser.parse_args()
@@ -100,7 +109,8 @@ def main() -> int:
     case = args.case
     exact = f"{case}-{device}"  # -k on the parameter id: not its -mtp sibling
     try:
-        proc = subprocess.run([sys.executable, "-c", PHASES, device, case], capture_output=True, text=True, timeout=SESSION_BOUND_S)
+        argv = [sys.executable, "-c", PHASES, device, case, *([str(args.profile)] if args.profile else [])]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SESSION_BOUND_S)
     except subprocess.TimeoutExpired as err:
         done = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
         print(f"phases: killed at the {SESSION_BOUND_S:.0f} s bound after:\n{done}")
@@ -109,6 +119,9 @@ def main() -> int:
         print(f"phases failed:\n{proc.stdout}{proc.stderr[-2000:]}")
         return 1
     marks = json.loads(proc.stdout.strip().splitlines()[-1])
+    profile = [line[len("profile "):] for line in proc.stdout.splitlines() if line.startswith("profile ")]
+    if profile:
+        print("first model build, costliest calls (cProfile, cumulative):", *profile, sep="\n")
     print(f"phases of the first check ({case} on {device}, fresh interpreter, no pytest):")
     for name, seconds in marks.items():
         print(f"  {name:<32} {seconds:7.3f} s")
