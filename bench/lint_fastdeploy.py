@@ -28,8 +28,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fd_conformance.lint import lint_paths
-from fd_conformance.lint_config import LintConfig
+from fd_conformance.lint import LintConfig, lint_paths
 
 MODELS = "fastdeploy/model_executor/models"
 RUNNER = "fastdeploy/worker/gpu_model_runner.py"

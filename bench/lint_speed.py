@@ -18,8 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fd_conformance.lint import LintResult, lint_paths
-from fd_conformance.lint_config import LintConfig
+from fd_conformance.lint import LintConfig, LintResult, lint_paths
 
 TEMPLATE = '''\
 """Generated model module {i}."""

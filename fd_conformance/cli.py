@@ -16,9 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Each module adds its own subparser and sets ``func`` (args -> exit code); imports are
     # deferred to here so `fd-conformance --help` never loads a framework.
-    from fd_conformance import lint
+    from fd_conformance import lint_cli
 
-    lint.add_cli(sub)
+    lint_cli.add_cli(sub)
     from fd_conformance import run_cli  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
 
     run_cli.add_cli(sub)

@@ -38,11 +38,7 @@ from typing_extensions import TypeIs
 
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Finding, Location, Severity, make_finding
-
-CANONICAL = "clear_graph_opt_backend"
-LEGACY = "clear_grpah_opt_backend"
-SPELLINGS = (CANONICAL, LEGACY)
-NEAR_MISS_MAX_DISTANCE = 2
+from fd_conformance.spelling import CANONICAL, LEGACY, SPELLINGS, edit_distance, near_miss
 
 _T = TypeVar("_T", bound=type)
 
@@ -540,21 +536,6 @@ def _describe_shims(shims: list[_Definition]) -> str:
 
 
 # --------------------------------------------------------------------------- check_protocol
-def _levenshtein(a: str, b: str, limit: int) -> int:
-    """Edit distance, giving up (returning limit + 1) as soon as it must exceed ``limit``."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        if min(cur) > limit:
-            return limit + 1
-        prev = cur
-    return prev[-1]
-
-
 def _near_misses(obj: object) -> list[str]:
     """Names within edit distance of a spelling that are not one of them (typos, wrong case).
 
@@ -563,12 +544,7 @@ def _near_misses(obj: object) -> list[str]:
     """
     names = set(dir(obj if isinstance(obj, type) else type(obj)))
     names.update(getattr(obj, "__dict__", {}) if not isinstance(obj, type) else ())
-    return sorted(
-        n for n in names
-        if n not in SPELLINGS
-        and n.strip("_") not in SPELLINGS
-        and any(_levenshtein(n, s, NEAR_MISS_MAX_DISTANCE) <= NEAR_MISS_MAX_DISTANCE for s in SPELLINGS)
-    )
+    return sorted(n for n in names if near_miss(n) is not None)
 
 
 def _class_location(cls: type, obj: str | None = None) -> Location:
@@ -619,10 +595,10 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
         code = getattr(func, "__code__", None)
         loc = (Location(code.co_filename, code.co_firstlineno, obj=f"{name}.{miss}") if code
                else _class_location(cls, obj=f"{name}.{miss}"))
-        target = min(SPELLINGS, key=lambda s: _levenshtein(miss, s, len(s)))
+        target = min(SPELLINGS, key=lambda s: edit_distance(miss, s))
         findings.append(make_finding(
             "FDC004",
-            f"{name} defines {miss!r}, {_levenshtein(miss, target, len(target))} edit(s) from {target!r}: "
+            f"{name} defines {miss!r}, {edit_distance(miss, target)} edit(s) from {target!r}: "
             f"the engine calls {CANONICAL}() and will never reach it",
             f"rename {miss} to {CANONICAL} (keep a {miss} alias only if other code calls it)",
             loc,

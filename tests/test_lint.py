@@ -14,9 +14,7 @@ import pytest
 from fd_conformance.cli import main
 from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.findings import RULES
-from fd_conformance.lint import lint_paths, near_miss
-from fd_conformance.lint_config import CANONICAL, LEGACY, LINT_CODES, LintConfig, load_config
-from fd_conformance.lint_fix import fix_paths, fix_source
+from fd_conformance.lint import CANONICAL, LEGACY, LINT_CODES, LintConfig, fix_paths, fix_source, lint_paths, load_config, near_miss
 
 jsonschema = pytest.importorskip("jsonschema")  # absent on the GPU host image
 
@@ -73,6 +71,18 @@ def test_every_lint_code_is_registered_and_proven_by_a_fixture() -> None:
     for code in LINT_CODES:
         assert RULES[code].where.find("lint") >= 0
         assert (RULES_DIR / f"{code.lower()}_bad.py").is_file()
+
+
+def test_registry_names_each_lint_rule_function() -> None:
+    """The registry's ``where`` names the function that raises the code, and it exists there."""
+    import re
+
+    from fd_conformance.lint import rules
+
+    for code in LINT_CODES:
+        named = re.findall(r"check_\w+", RULES[code].where)
+        assert named and all(name.startswith(f"check_{code.lower()}_") for name in named), RULES[code].where
+        assert all(callable(getattr(rules, name, None)) for name in named), named
 
 
 def test_near_miss_distance() -> None:
@@ -507,7 +517,7 @@ def test_parallel_scan_matches_serial(tmp_path: Path) -> None:
 def test_no_fork_while_other_threads_run() -> None:
     import threading
 
-    from fd_conformance.lint import _fork_context
+    from fd_conformance.lint.pool import _fork_context
 
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait)
@@ -717,7 +727,7 @@ def test_lint_config_imports_on_python_310_with_tomli(tmp_path: Path) -> None:
         "sys.modules['tomllib'] = None\n"  # import tomllib now raises ImportError
         "sys.version_info = (3, 10, 14, 'final', 0)\n"
         "from pathlib import Path\n"
-        "from fd_conformance.lint_config import load_config\n"
+        "from fd_conformance.lint.config import load_config\n"
         f"print(load_config(Path({str(tmp_path)!r})).release_calls)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
@@ -824,7 +834,7 @@ def test_fdc102_ignores_unreachable_draft_clears(tmp_path: Path) -> None:
 
 
 def test_reachability_solver_budget_answers_satisfiable() -> None:
-    from fd_conformance import lint_guard as g
+    from fd_conformance.lint import guard as g
 
     a, b = ("v", "a"), ("v", "b")
     assert g.satisfiable(g.f_and(a, g.f_not(b))) and not g.satisfiable(g.f_and(a, g.f_not(a)))

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from fd_conformance import __version__
 from fd_conformance.findings import RULES, Finding, Severity
-from fd_conformance.lint_config import LINT_CODES
-
-if TYPE_CHECKING:
-    from fd_conformance.lint import LintResult
+from fd_conformance.lint.config import LINT_CODES
+from fd_conformance.lint.facts import LintResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # helpUri must be an absolute URI; it points at the README's finding-code table.

@@ -18,14 +18,15 @@ searched for again elsewhere, as Python's own name lookup prefers the module's d
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from fd_conformance.lint import ClassInfo, FileScan, display_path, iter_python_files, read_and_scan
-from fd_conformance.lint_config import LintConfig
+from fd_conformance.lint.config import LintConfig
+from fd_conformance.lint.facts import ClassInfo, FileScan
+from fd_conformance.lint.files import display_path, iter_python_files, matches
+from fd_conformance.lint.scan import read_and_scan
 
 #: Files that mark a project root when walking up from the linted files.
 ROOT_MARKERS = ("pyproject.toml", ".git")
@@ -86,7 +87,7 @@ class ClassIndex:
 def _reportable(info: ClassInfo, config: LintConfig) -> bool:
     """Could FDC001 ever name this class? (Abstract, wrapper-base and excluded classes: never.)"""
     return not (info.abstract or info.name in config.wrapper_bases
-                or any(fnmatch.fnmatchcase(info.name, p) for p in config.exclude_classes))
+                or matches(info.name, config.exclude_classes))
 
 
 def _locally_provides(info: ClassInfo, by_name: dict[str, list[ClassInfo]], seen: set[int]) -> bool:

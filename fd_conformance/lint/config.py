@@ -15,6 +15,7 @@ from typing import Any
 
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Severity
+from fd_conformance.spelling import SPELLINGS
 
 # tomllib is 3.11+; requires-python is >=3.10, where the same parser ships as tomli (a dependency
 # there, see pyproject.toml). The sys.version_info test is what type checkers understand.
@@ -23,9 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-CANONICAL = "clear_graph_opt_backend"
-LEGACY = "clear_grpah_opt_backend"
-CLEAR_SPELLINGS = (CANONICAL, LEGACY)
+CLEAR_SPELLINGS = SPELLINGS  # (canonical, legacy): always graph-clear calls, whatever the config says
 
 #: The codes the linter raises; severity overrides may only name these.
 LINT_CODES = ("FDC001", "FDC002", "FDC004", "FDC100", "FDC101", "FDC102")

@@ -23,8 +23,9 @@ import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 
-from fd_conformance.lint import _noqa_map, iter_python_files, read_source
-from fd_conformance.lint_config import CANONICAL, LEGACY, LintConfig
+from fd_conformance.lint.config import LintConfig
+from fd_conformance.lint.files import iter_python_files, noqa_map, read_source
+from fd_conformance.spelling import CANONICAL, LEGACY
 
 ALIAS_COMMENT = "# legacy alias kept by fd-conformance lint --fix"
 
@@ -39,7 +40,7 @@ def fix_source(source: str, rename_calls: bool = False) -> str:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (SyntaxError, tokenize.TokenError):
         return source  # FDC100 reports it; never rewrite what we cannot parse
-    suppressed = {line for line, codes in _noqa_map(source).items() if "FDC002" in codes}
+    suppressed = {line for line, codes in noqa_map(source).items() if "FDC002" in codes}
     defs = {
         node.lineno: node
         for node in ast.walk(tree)

@@ -1,0 +1,92 @@
+"""Which files a lint run reads, and how it reads them: discovery, decoding, line numbering, noqa.
+
+Kept apart from the walker so ``--fix`` and the context index read files exactly as the rules do
+(same encoding rules, same excludes, same line numbers) without importing the walker.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import os
+import re
+import tokenize
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from fd_conformance.errors import UsageError
+from fd_conformance.lint.config import LintConfig
+
+SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
+# Only "# noqa: FDCxxx" suppresses: a bare "# noqa" is usually aimed at another linter, and these
+# rules guard against hangs and leaks, so silencing them must be deliberate and named.
+_NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>FDC\d{3}(?:\s*,\s*FDC\d{3})*)", re.IGNORECASE)
+
+
+def matches(name: str, patterns: Sequence[str]) -> bool:
+    """Does ``name`` match any fnmatch pattern (case-sensitive, as config names are)?"""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> Iterator[Path]:
+    """Given files as-is; directories walked for ``*.py`` (hidden and cache dirs skipped), sorted.
+
+    ``exclude`` applies to named files too (ruff's force-exclude): pre-commit names each changed
+    file, and a deliberately defective file must not fail the hook that its directory run skips.
+    """
+    for path in paths:
+        require_exists(path)
+        if path.is_file():
+            if not config.exclude or not matches(display_path(path, root), config.exclude):
+                yield path
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
+                                 and not d.endswith(".egg-info"))
+            for filename in sorted(filenames):
+                if filename.endswith(".py"):
+                    full = Path(dirpath, filename)
+                    if not config.exclude or not matches(display_path(full, root), config.exclude):
+                        yield full
+
+
+def require_exists(path: Path) -> None:
+    """UsageError for a lint argument that names nothing (a typo must not lint zero files quietly)."""
+    if not path.exists():
+        raise UsageError(f"path {path} does not exist", "pass existing files or directories to fd-conformance lint")
+
+
+def display_path(path: Path, root: Path) -> str:
+    """Path as reports print it: relative to the root when inside it, POSIX separators."""
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def read_source(file: Path) -> tuple[str, str]:
+    """(text, encoding) of a Python file, decoded as Python would: a UTF-8 BOM or a PEP 263
+    ``coding`` cookie decides (``utf-8-sig`` when there is a BOM, so writing back keeps it).
+    Raises OSError, SyntaxError (bad cookie) or UnicodeDecodeError."""
+    data = file.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding), encoding
+
+
+def source_lines(source: str) -> list[str]:
+    """Lines numbered as ast numbers them. ``str.splitlines`` also breaks at \\x0c, \\x1c-\\x1e,
+    \\x85, \\u2028 and \\u2029, which Python's tokenizer treats as ordinary characters, so every
+    line after one would be off by one (noqa on the wrong line, columns from the wrong text)."""
+    return source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def noqa_map(source: str) -> dict[int, frozenset[str]]:
+    """Line -> the FDC codes its ``# noqa: FDCxxx`` comment names."""
+    result: dict[int, frozenset[str]] = {}
+    if "noqa" not in source and "NOQA" not in source:
+        return result
+    for lineno, line in enumerate(source_lines(source), 1):
+        m = _NOQA.search(line)
+        if m:
+            result[lineno] = frozenset(c.strip().upper() for c in m.group("codes").split(","))
+    return result
