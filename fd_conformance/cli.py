@@ -25,9 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fd_conformance import isolation_results  # `report FILE`: matrix from a --fd-results log
 
     isolation_results.add_cli(sub)
-    from fd_conformance import changed  # `changed --base REV`: model cases a git change can affect
+    from fd_conformance import changed_cli  # `changed --base REV`: model cases a git change can affect
 
-    changed.add_cli(sub)
+    changed_cli.add_cli(sub)
     from fd_conformance.fastdeploy import cli as fastdeploy_cli  # `fastdeploy PATH`: the real engine on CPU
 
     fastdeploy_cli.add_cli(sub)

@@ -140,7 +140,7 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
     cached = config.stash.get(CASES_KEY, None)
     if cached is not None:
         return cached
-    from fd_conformance.case_loading import select_cases
+    from fd_conformance.cases import select_cases
     from fd_conformance.errors import UsageError
     from fd_conformance.runtime import installed_runtimes
 
@@ -148,7 +148,7 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
     try:
         selection = None
         if cases_file is not None:
-            from fd_conformance.changed import read_selection
+            from fd_conformance.cases import read_selection
 
             selection = read_selection(cases_file)
         cases = select_cases(
@@ -278,7 +278,7 @@ def no_cases_reason(config: pytest.Config) -> str:
     """Why a suite test has no case to run: an empty cases file is a deliberate "nothing to certify"."""
     cases_file = config.getoption("--fd-cases-file")
     if cases_file is not None:
-        from fd_conformance.changed import read_selection
+        from fd_conformance.cases import read_selection
 
         if not read_selection(cases_file):
             return f"nothing to certify: --fd-cases-file {cases_file} selects no case"

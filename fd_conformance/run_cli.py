@@ -30,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from fd_conformance.changed import read_selection
+from fd_conformance.cases import load_spec, read_selection
 from fd_conformance.errors import (
     EXIT_INCOMPLETE,
     EXIT_LOCKED,
@@ -204,8 +204,6 @@ def _validate_specs(specs: list[str]) -> None:
     child would name its own --fd-model). Specs resolve against the cwd, as in the child."""
     if not specs:
         return
-    from fd_conformance.case_loading import load_spec
-
     cwd = os.getcwd()
     added = cwd not in sys.path
     if added:

@@ -15,15 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fd_conformance.case_loading import load_spec
-from fd_conformance.cases import ModelCase
-from fd_conformance.changed import (
-    apply_selection,
-    build_import_graph,
-    changed_files,
-    read_selection,
-    select_changed,
-)
+from fd_conformance.cases import ModelCase, apply_selection, load_spec, read_selection
+from fd_conformance.changed import build_import_graph, changed_files, select_changed
 from fd_conformance.cli import main
 from fd_conformance.errors import EXIT_USAGE, UsageError
 

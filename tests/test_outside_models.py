@@ -40,7 +40,7 @@ def certify(out: Path, device: str, workers: int) -> dict[str, Any]:
 
 
 def assert_judged_right(document: dict[str, Any]) -> None:
-    from fd_conformance.case_loading import load_spec
+    from fd_conformance.cases import load_spec
 
     rows = {c["name"]: c for c in document["cases"]}
     for case in load_spec(ACME):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from fd_conformance import plugin
-from fd_conformance.case_loading import coerce_cases, load_spec, select_cases
+from fd_conformance.cases import coerce_cases, load_spec, select_cases
 from fd_conformance.cases import ModelCase
 from fd_conformance.errors import UsageError
 from fd_conformance.xdist_gpus import (
@@ -218,7 +218,7 @@ def test_markers_are_clean_under_strict_markers(pytester: pytest.Pytester) -> No
 
 def test_plugin_import_costs_nothing() -> None:
     code = (
-        "import sys, fd_conformance.plugin, fd_conformance.case_loading, fd_conformance.report, fd_conformance.xdist_gpus;"
+        "import sys, fd_conformance.plugin, fd_conformance.cases, fd_conformance.report, fd_conformance.xdist_gpus;"
         "print(sorted(m for m in ('torch', 'paddle', 'numpy', 'hypothesis') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -466,7 +466,7 @@ def test_entry_point_naming_no_case_is_allowed(cases_file: Path, monkeypatch: py
     """The kit's own `reference` entry point returns [] without torch/paddle; an explicit spec may not."""
     from importlib.metadata import EntryPoint
 
-    from fd_conformance import case_loading
+    from fd_conformance.cases import loading as case_loading
 
     monkeypatch.syspath_prepend(str(cases_file.parent))
     empty = EntryPoint(name="empty", value="my_cases:EMPTY", group=case_loading.ENTRY_POINT_GROUP)

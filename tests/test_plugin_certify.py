@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fd_conformance
-from fd_conformance.case_loading import load_spec, select_cases
+from fd_conformance.cases import load_spec, select_cases
 from fd_conformance.errors import EXIT_NOTHING_CERTIFIED, UsageError
 
 REPO = Path(fd_conformance.__file__).resolve().parents[1]

@@ -13,19 +13,17 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from fd_conformance.cases import ModelCase
-from fd_conformance.changed import apply_selection
+from fd_conformance.cases.contract import ModelCase
 from fd_conformance.errors import UsageError
 
 ENTRY_POINT_GROUP = "fd_conformance.cases"
 SPEC_FORM = "module:attr or path/to/file.py:attr"
-KNOWN_RUNTIMES = ("torch", "paddle")  # fd_conformance.runtime.RUNTIMES, without importing the runtime package
 
 
 def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
@@ -174,50 +172,3 @@ def installed_cases_with_origin() -> list[tuple[ModelCase, str]]:
             ) from err
         cases.extend((case, origin) for case in coerce_cases(value, origin, allow_empty=True))
     return cases
-
-
-def select_cases(
-    specs: Sequence[str],
-    *,
-    runtime: str = "auto",
-    include_mutants: bool = False,
-    installed_runtimes: Sequence[str] = ("torch", "paddle"),
-    selection: Sequence[str] | None = None,
-    selection_source: str = "--fd-cases-file",
-) -> list[ModelCase]:
-    """The cases a session certifies.
-
-    Explicit specs are taken as given (a mutant named explicitly is tested like any model);
-    without specs, the installed good cases, plus the mutants when ``include_mutants``.
-    ``selection`` (case names from a cases file) keeps only those; it is matched before the
-    runtime filter, so a name whose framework is not installed here is skipped, not "unknown".
-    ``runtime`` keeps only that framework's cases; "auto" keeps every installed framework's.
-    """
-    if specs:
-        found = [pair for spec in specs for pair in load_spec_with_origin(spec)]
-        if include_mutants:
-            found.extend(pair for pair in installed_cases_with_origin() if pair[0].is_mutant)
-    else:
-        found = [pair for pair in installed_cases_with_origin() if include_mutants or not pair[0].is_mutant]
-    # Before any filter: a duplicate or a misspelt runtime must be reported whichever rows run here,
-    # not dropped silently (a 'pytorch' case would otherwise vanish as "not installed").
-    origins: dict[str, tuple[ModelCase, str]] = {}
-    for case, origin in found:
-        if case.runtime not in KNOWN_RUNTIMES:
-            raise UsageError(
-                f"case {case.name!r} from {origin} names runtime {case.runtime!r}, which is not one of {', '.join(KNOWN_RUNTIMES)}",
-                f"set ModelCase(runtime=...) to one of {', '.join(KNOWN_RUNTIMES)}",
-            )
-        first = origins.get(case.name)
-        if first is not None and first[0] != case and first[1] != origin:  # one spec given twice is one source
-            raise UsageError(
-                f"two different cases are named {case.name!r}: one from {first[1]}, one from {origin}",
-                "give every ModelCase a unique name",
-            )
-        origins.setdefault(case.name, (case, origin))
-    cases = [case for case, _ in origins.values()]
-    if selection is not None:
-        cases = apply_selection(cases, selection, selection_source)
-    if runtime == "auto":
-        return [c for c in cases if c.runtime in installed_runtimes]
-    return [c for c in cases if c.runtime == runtime]
