@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fd_conformance import run_cli  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
 
     run_cli.add_cli(sub)
-    from fd_conformance import isolation_results  # `report FILE`: matrix from a --fd-results log
+    from fd_conformance.isolation import results as isolation_results  # `report FILE`: matrix from a --fd-results log
 
     isolation_results.add_cli(sub)
     from fd_conformance import changed_cli  # `changed --base REV`: model cases a git change can affect

@@ -130,7 +130,7 @@ register_rule("FDC406", W, "capture sizes malformed (as FDC402) in a list not in
 # Isolation (fd_conformance.isolation).
 register_rule("FDC501", E, "check hung and was killed by the watchdog", "isolation")
 register_rule("FDC502", E, "check's worker process crashed", "isolation")
-# Tensor parallelism (fd_conformance.tp_checks): checked BEFORE capturing, so a bad plan is a
+# Tensor parallelism (fd_conformance.distributed.capture_plan): checked BEFORE capturing, so a bad plan is a
 # finding instead of ranks deadlocked in mismatched collectives.
 register_rule("FDC601", E, "TP ranks plan to capture graphs in different orders (their collectives would deadlock)", "tp")
 register_rule("FDC602", E, "a TP rank's capture plan is not in descending size order per model", "tp")

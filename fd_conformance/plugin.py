@@ -69,7 +69,7 @@ LEDGER_KEY = pytest.StashKey["GpuLedger"]()
 VERDICT_KEY = pytest.StashKey["CheckVerdict"]()
 RUNTIME_INFO_KEY = pytest.StashKey["dict[str, Any]"]()
 
-pytest_plugins = ["fd_conformance.isolation_plugin"]  # hang/crash isolation: options, marker, worker
+pytest_plugins = ["fd_conformance.isolation.plugin"]  # hang/crash isolation: options, marker, worker
 ISOLATION_WORKER_ENV = "FD_CONFORMANCE_ISOLATION_WORKER"  # isolation_worker.WORKER_ENV, without importing it
 PROP_PREFIX = "fd_"  # user_properties keys travel through xdist and into JUnit XML
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fd_conformance.isolation_results import ResultsFile
+    from fd_conformance.isolation.results import ResultsFile
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "conformance.schema.json"

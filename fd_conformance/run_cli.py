@@ -430,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _record_session_end(out: Path, returncode: int) -> None:
     """The session line of a run that ended by itself (under xdist no worker writes one)."""
-    from fd_conformance.isolation_results import FINISHED, INTERRUPTED, ResultLog, session_record
+    from fd_conformance.isolation.results import FINISHED, INTERRUPTED, ResultLog, session_record
 
     if not (out / RESULTS_NAME).exists():
         return  # pytest stopped before collection (a usage error): nothing to close
@@ -443,7 +443,7 @@ def _record_session_end(out: Path, returncode: int) -> None:
 def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     """The partial report of an interrupted run, from results.jsonl (the only thing the killed
     child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
-    from fd_conformance.isolation_results import INTERRUPTED, IncompleteInput, ResultLog, ResultsFile, load_results_file, session_record
+    from fd_conformance.isolation.results import INTERRUPTED, IncompleteInput, ResultLog, ResultsFile, load_results_file, session_record
     from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
 
     name = signal.Signals(signum).name

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from fd_conformance.isolation_results import PLAN_KIND, SESSION_KIND
+from fd_conformance.isolation.results import PLAN_KIND, SESSION_KIND
 
 BAR_WIDTH = 24
 REASON_WIDTH = 160  # a failure's reason, on the line of its check

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from fd_conformance.isolation import REPORT_BOUND_S
-from fd_conformance.isolation_results import read_results
+from fd_conformance.isolation.process import REPORT_BOUND_S
+from fd_conformance.isolation.results import read_results
 
 TESTS = Path(__file__).parent
 CASES = TESTS / "hang_cases"
@@ -157,7 +157,7 @@ def test_orphan_check_fails_when_the_worker_does_not_die_with_its_parent(tmp_pat
 
     mutant = tmp_path / "mutant"
     shutil.copytree(Path(fd_conformance.__file__).parent, mutant / "fd_conformance", ignore=shutil.ignore_patterns("__pycache__"))
-    worker_py = mutant / "fd_conformance" / "isolation_worker.py"
+    worker_py = mutant / "fd_conformance" / "isolation" / "worker" / "channel.py"
     source = worker_py.read_text()
     marker = "def _die_with_parent() -> None:\n"
     assert marker in source
@@ -274,7 +274,7 @@ def test_reports_made_by_the_parent_keep_matrix_keys_and_the_checks_findings(tmp
 
 @pytest.mark.gpu
 def test_gpu_spin_kernel_is_reported_as_hang() -> None:
-    from fd_conformance.isolation import IsolatedRunner
+    from fd_conformance.isolation.watchdog import IsolatedRunner
 
     with IsolatedRunner() as runner:
         outcome = runner.call("hang_cases.gpu_hangs:spin_kernel", timeout=20)
@@ -289,7 +289,7 @@ def test_gpu_spin_kernel_is_reported_as_hang() -> None:
 def test_gpu_mtp_order_hang_or_caught_by_lifecycle_rule() -> None:
     """Whatever the H200 does with the wrong order (hang, error, completes) is printed as data;
     the kit must report it as FDC501 or catch the order as FDC202. The fixed order completes clean."""
-    from fd_conformance.isolation import IsolatedRunner
+    from fd_conformance.isolation.watchdog import IsolatedRunner
 
     with IsolatedRunner() as runner:
         wrong = runner.call("hang_cases.gpu_hangs:collective_graph_order", True, timeout=60)
@@ -309,7 +309,7 @@ def test_gpu_mtp_order_hang_or_caught_by_lifecycle_rule() -> None:
 
 @pytest.mark.gpu
 def test_gpu_illegal_address_is_a_crash_with_cause() -> None:
-    from fd_conformance.isolation import IsolatedRunner
+    from fd_conformance.isolation.watchdog import IsolatedRunner
 
     with IsolatedRunner() as runner:
         outcome = runner.call("hang_cases.gpu_hangs:illegal_address", timeout=60)

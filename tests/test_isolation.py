@@ -13,18 +13,11 @@ from pathlib import Path
 import pytest
 
 from fd_conformance import cli
-from fd_conformance.errors import UsageError
-from fd_conformance.isolation import (
-    REPORT_BOUND_S,
-    IsolatedRunner,
-    Watchdog,
-    WorkerProcess,
-    crash_cause,
-    stuck_frame,
-    validate_timeout,
-)
-from fd_conformance.isolation_results import ResultLog, new_record, read_results
-from fd_conformance.isolation_worker import classify_error
+from fd_conformance.errors import UsageError, validate_timeout
+from fd_conformance.isolation.causes import classify_error, crash_cause
+from fd_conformance.isolation.process import REPORT_BOUND_S, WorkerProcess, stuck_frame
+from fd_conformance.isolation.results import ResultLog, new_record, read_results
+from fd_conformance.isolation.watchdog import IsolatedRunner, Watchdog
 
 sys.path.insert(0, str(Path(__file__).parent))  # the worker imports hang_cases from the same sys.path
 
@@ -390,8 +383,22 @@ def test_startup_deadline_starts_when_the_paths_are_sent() -> None:
 
 def test_worker_setup_passes_positional_arguments_only_as_args(pytestconfig: pytest.Config) -> None:
     """``file_or_dir`` in the option dict made argparse warn in every worker's log."""
-    from fd_conformance.isolation_plugin import CONTROLLER_KEY
+    from fd_conformance.isolation.plugin import CONTROLLER_KEY
 
     setup = pytestconfig.stash[CONTROLLER_KEY]._worker_setup()
     assert "file_or_dir" not in setup["option_dict"]
     assert setup["args"][-len(pytestconfig.args):] == list(pytestconfig.args)
+
+
+def test_worker_messages_are_named_and_checked_at_the_sender() -> None:
+    """The protocol table refuses unknown names and fields, and handlers get fields as keywords."""
+    from fd_conformance.isolation import messages
+
+    sent = messages.message(messages.ITEM, nodeid="t.py::a", next_nodeid=None)
+    assert messages.dispatch(sent, {messages.ITEM: lambda nodeid, next_nodeid: (nodeid, next_nodeid)}) == ("t.py::a", None)
+    with pytest.raises(messages.ProtocolError, match="unknown"):
+        messages.message(messages.ITEM, nodeid="t.py::a", next_nodeid=None, extra=1)
+    with pytest.raises(messages.ProtocolError, match="missing"):
+        messages.message(messages.DONE)
+    with pytest.raises(messages.ProtocolError, match="unexpected"):
+        messages.dispatch(sent, {messages.STOP: lambda: None})

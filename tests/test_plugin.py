@@ -348,7 +348,7 @@ def test_case_properties_are_the_matrix_keys(pytester: pytest.Pytester, cases_fi
 
 def test_isolation_uses_the_plugins_case_properties() -> None:
     """The isolation parent's HANG/crash reports must carry exactly the plugin's keys."""
-    from fd_conformance import isolation_plugin
+    from fd_conformance.isolation import plugin as isolation_plugin
 
     assert isolation_plugin.case_properties is plugin.case_properties
     assert not hasattr(isolation_plugin, "_case_properties")
@@ -480,7 +480,7 @@ def test_entry_point_naming_no_case_is_allowed(cases_file: Path, monkeypatch: py
 def test_auto_runtime_validation_and_plugin_import_stay_cheap() -> None:
     code = (
         "import sys, fd_conformance.plugin as p; p.validate_runtime('auto');"
-        "print(sorted(m for m in ('fd_conformance.runtime', 'fd_conformance.isolation', 'multiprocessing') if m in sys.modules))"
+        "print(sorted(m for m in ('fd_conformance.runtime', 'fd_conformance.isolation.watchdog', 'multiprocessing') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -488,13 +488,13 @@ def test_auto_runtime_validation_and_plugin_import_stay_cheap() -> None:
 
 def test_plain_pytest_session_does_not_import_the_runtime_stack(pytester: pytest.Pytester) -> None:
     """Every pytest session loads the plugin (pytest11): one that certifies nothing must not pay
-    for the runtime adapters. (fd_conformance.isolation is isolation_plugin's to keep lazy.)"""
+    for the runtime adapters. (The isolation watchdog and process machinery are the isolation plugin's to keep lazy.)"""
     pytester.makepyfile(
         test_cost="""
         import sys
 
         def test_nothing_heavy_loaded():
-            heavy = {"fd_conformance.runtime", "fd_conformance.isolation", "multiprocessing", "torch", "paddle"}
+            heavy = {"fd_conformance.runtime", "fd_conformance.isolation.watchdog", "fd_conformance.isolation.process", "multiprocessing", "torch", "paddle"}
             assert not heavy & set(sys.modules), sorted(heavy & set(sys.modules))
         """
     )

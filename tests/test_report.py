@@ -201,7 +201,7 @@ def test_mutant_that_ran_nothing_is_missed_unless_unavailable_here() -> None:
 
 # --- issue 11: honest verdicts, results files read back, the certificate's size bound --------------
 
-from fd_conformance.isolation_results import (  # noqa: E402 - grouped with the tests that use them
+from fd_conformance.isolation.results import (  # noqa: E402 - grouped with the tests that use them
     ResultLog,
     load_results_file,
     plan_record,

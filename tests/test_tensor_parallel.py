@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # ranks import this module by na
 from fd_conformance.devices import visible_gpu_count  # noqa: E402
 from fd_conformance.errors import UsageError  # noqa: E402
 from fd_conformance.findings import RULES  # noqa: E402
-from fd_conformance.runtime.torch_distributed import DistributedWorld, RankContext, WorldOutcome  # noqa: E402
-from fd_conformance.tp_checks import (  # noqa: E402
+from fd_conformance.distributed.world import DistributedWorld, RankContext, WorldOutcome  # noqa: E402
+from fd_conformance.distributed.capture_plan import (  # noqa: E402
     capture_in_agreed_order,
     captured_order,
     check_capture_plans,
@@ -128,7 +128,7 @@ def rank_absent_peer(ctx: RankContext, absent_rank: int) -> dict[str, Any]:
 def rank_teardown(ctx: RankContext, mutant: bool) -> dict[str, Any]:
     """Capture at TP=2, then the runner's clear_parameters; findings streamed as they happen, so a
     real NCCL destroy that then hangs still leaves them in the hang report's events."""
-    from fd_conformance.isolation_worker import mark
+    from fd_conformance.isolation import mark
     from fd_conformance.lifecycle import LifecycleRecorder
     from fd_reference_models.torch_models.tensor_parallel import (
         TensorParallelGroupShutdownFirstRunner,
@@ -251,13 +251,13 @@ def test_watcher_failure_is_that_ranks_crash_and_keeps_the_others(
 ) -> None:
     """An unexpected exception in one rank's watcher thread (not WorkerStartError) used to leave
     that rank without a result and lose every rank's outcome to an assert."""
-    from fd_conformance.isolation import WorkerProcess
+    from fd_conformance.isolation.process import WorkerProcess
 
     original = WorkerProcess.run
 
     def run(self: WorkerProcess, message: Any, timeout: float) -> Any:
         result = original(self, message, timeout)  # both ranks really run (the world rendezvous)
-        if message[2][1] == 1:  # then rank 1's watcher fails reading the answer
+        if message.fields["args"][1] == 1:  # then rank 1's watcher fails reading the answer
             raise OSError("pipe to the worker broke")
         return result
 

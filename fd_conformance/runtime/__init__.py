@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 
 from fd_conformance.errors import UsageError
-from fd_conformance.runtime.base import Runtime
+from fd_conformance.runtime.base import Runtime, announce_runtime
 
 RUNTIMES = {"torch": "fd_conformance.runtime.torch", "paddle": "fd_conformance.runtime.paddle"}
 DEVICES = ("auto", "cuda", "cpu")
@@ -39,9 +39,5 @@ def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
         raise UsageError(f"runtime {name!r} is not installed", f"pip install 'fd-conformance[{name}]'")
     module = importlib.import_module(RUNTIMES[name])
     runtime: Runtime = module.create(device)
-    # Inside an isolation worker, stream every lifecycle event to the parent so a hang report
-    # names the last graph/parameter/group event; a no-op (nothing subscribed) anywhere else.
-    from fd_conformance.isolation_worker import stream_events
-
-    stream_events(runtime.events)
+    announce_runtime(runtime.events)  # e.g. an isolation worker streams them; nobody subscribed elsewhere
     return runtime

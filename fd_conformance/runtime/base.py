@@ -172,6 +172,18 @@ class EventBus:
         return self.emit(EventKind.MARK, text, 0, owner=owner)
 
 
+# Called with each new runtime's event bus (by get_runtime and the TP rank context). The layers
+# above subscribe here -- the isolation worker streams every event to its parent -- so this
+# layer imports nothing above it.
+RUNTIME_HOOKS: list[Callable[[EventBus], object]] = []
+
+
+def announce_runtime(bus: EventBus) -> None:
+    """Hand a new runtime's bus to every subscriber in :data:`RUNTIME_HOOKS`."""
+    for hook in RUNTIME_HOOKS:
+        hook(bus)
+
+
 CLEAR_BEGIN_MARK = "clear_graph_opt_backend:begin"
 CLEAR_END_MARK = "clear_graph_opt_backend:end"  # at this mark no graph of the mark's owner may be alive
 

@@ -12,7 +12,7 @@ weight, so TP=N output must equal TP=1 output (up to float summation order):
 * replicated: embedding, norms, MoE router, the draft's ``eh_proj``, ``lm_head``.
 
 The runner announces its capture order (:meth:`TensorParallelRunner.capture_plan`) so the kit can
-check it across ranks before any collective is captured (:mod:`fd_conformance.tp_checks`).
+check it across ranks before any collective is captured (:mod:`fd_conformance.distributed.capture_plan`).
 :class:`AscendingCaptureRunner` is the known-bad variant for that check.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from hang_cases import hangs
-from fd_conformance.isolation_worker import WORKER_ENV
+from fd_conformance.isolation.messages import WORKER_ENV
 
 
 def pytest_runtest_logfinish(nodeid: str, location: object) -> None:

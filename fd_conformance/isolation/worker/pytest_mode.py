@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fd_conformance.isolation_worker import Channel, classify_error, mark, probe
-
-ALL_FILES = "<all>"  # a ``paths`` entry meaning: every file the parent's arguments reach is isolated
+from fd_conformance.isolation import messages
+from fd_conformance.isolation.causes import classify_error
+from fd_conformance.isolation.worker.channel import Channel, mark
 
 
 class WorkerSession:
@@ -42,6 +42,7 @@ class WorkerSession:
         self.items: dict[str, pytest.Item] = {}
         self.nodes: dict[str, pytest.Item | pytest.Collector] = {}  # every collected node by id, session ("") included
         self.reports: list[pytest.TestReport] = []
+        self.running = False  # inside the run loop, until the parent says stop
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> bool:
@@ -49,11 +50,11 @@ class WorkerSession:
         collecting has loaded its plugins and conftests already; it waits here for the file list."""
         paths = self.paths
         if paths is None:
-            message = self.channel.recv()
-            if message[0] != "collect":  # "stop" before any collection: nothing to tear down
+            received = self.channel.recv()
+            if received.name != messages.COLLECT:  # "stop" before any collection: nothing to tear down
                 _exit_now()
-            paths = list(message[1])
-        self.keep = None if ALL_FILES in paths else frozenset(Path(p) for p in paths)
+            paths = list(received.fields["paths"])
+        self.keep = None if messages.ALL_FILES in paths else frozenset(Path(p) for p in paths)
         # The parent's arguments: node ids come out identical. pytest never asks
         # pytest_ignore_collect about an argument itself, so a file argument without isolated
         # items is dropped here; that cannot change a kept file's node id (a file argument is
@@ -111,7 +112,7 @@ class WorkerSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
         mark(f"pytest {report.when} {report.outcome}")
-        self.channel.send("report", data)
+        self.channel.send(messages.REPORT, data=data)
         self.reports.append(report)
 
     @pytest.hookimpl(tryfirst=True)
@@ -120,37 +121,38 @@ class WorkerSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        self.channel.send("ready", os.getpid(), threading.main_thread().ident, sorted(self.items))
-        while True:
-            message = self.channel.recv()
-            if message[0] == "stop":
-                break
-            if message[0] == "probe":
-                self.channel.send("probe", probe())
-                continue
-            _, nodeid, next_nodeid = message
-            item = self.items.get(nodeid)
-            if item is None:
-                details = f"{nodeid} was not collected in the isolation worker (non-deterministic parametrization?)"
-                self.channel.send("done", {"outcome": "failed", "details": details})
-                continue
-            error = self.catch_up_teardown(item)
-            if error is not None:
-                self.channel.send("done", {"outcome": "failed", "details": error})
-                continue
-            self.reports = []
-            item.ihook.pytest_runtest_protocol(item=item, nextitem=self.teardown_target(next_nodeid))
-            text = "\n".join(str(r.longrepr) for r in self.reports if r.failed)
-            cause = classify_error(text) if text else None
-            if cause is not None:  # CUDA context or heap poisoned: report, then let the parent replace us
-                self.channel.send("done", {"outcome": "crash", "cause": cause, "details": text, "retire": True})
-                os._exit(0)
-            self.channel.send("done", {"outcome": "ran"})
+        self.channel.ready(sorted(self.items))
+        self.running = True
+        handlers: dict[str, Callable[..., object]] = {messages.STOP: self.stop, messages.PROBE: self.channel.answer_probe, messages.ITEM: self.run_item}
+        while self.running:
+            messages.dispatch(self.channel.recv(), handlers)
         try:  # session-scoped fixtures end with the session, as in a normal run
             session._setupstate.teardown_exact(None)
         except Exception:  # noqa: BLE001 - teardown errors of the last item were reported already
             pass
         return True
+
+    def stop(self) -> None:
+        self.running = False
+
+    def run_item(self, nodeid: str, next_nodeid: str | None) -> None:
+        item = self.items.get(nodeid)
+        if item is None:
+            details = f"{nodeid} was not collected in the isolation worker (non-deterministic parametrization?)"
+            self.channel.send(messages.DONE, outcome="failed", details=details)
+            return
+        error = self.catch_up_teardown(item)
+        if error is not None:
+            self.channel.send(messages.DONE, outcome="failed", details=error)
+            return
+        self.reports = []
+        item.ihook.pytest_runtest_protocol(item=item, nextitem=self.teardown_target(next_nodeid))
+        text = "\n".join(str(r.longrepr) for r in self.reports if r.failed)
+        cause = classify_error(text) if text else None
+        if cause is not None:  # CUDA context or heap poisoned: report, then let the parent replace us
+            self.channel.send(messages.DONE, outcome="crash", cause=cause, details=text, retire=True)
+            os._exit(0)
+        self.channel.send(messages.DONE, outcome="ran")
 
 
 def _exit_now() -> None:
@@ -162,7 +164,7 @@ def _exit_now() -> None:
 def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
     """``setup``: {"option_dict", "args" (the parent's, for plugins, rootdir and initial conftests),
     "invocation_dir" (the parent's, which relative arguments and ini discovery start from),
-    "paths" (files holding isolated items, [ALL_FILES], or None: wait for the ``collect`` message)}."""
+    "paths" (files holding isolated items, [messages.ALL_FILES], or None: wait for the ``collect`` message)}."""
     from _pytest.config import Config  # the constructor pytest documents as "usable for subprocesses"
 
     invocation_dir = setup.get("invocation_dir")

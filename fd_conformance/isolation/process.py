@@ -1,13 +1,12 @@
-"""Hang and crash isolation: checks run in spawned workers; the parent owns the clock.
+"""One spawned isolation worker seen from the parent: spawn, handshake, requests under the
+parent's clock, and the evidence of a hang or crash.
 
 Why a separate process: nothing inside a process can act while a C call holds the GIL
 (pytest-timeout's signal and thread methods both wait for it), and CUDA cannot be forked
-once initialised. So checks run in a *spawned* worker that is reused across checks (framework
-import paid once) and replaced after a hang or crash. On timeout the parent collects, each
-step bounded in time: all threads' Python stacks (faulthandler in the child, on SIGUSR1),
-native stacks (``py-spy dump --native`` when installed), and the last lifecycle mark the child
-streamed; then it kills the child (SIGTERM, short grace, SIGKILL) and reports FDC501.
-A worker that dies reports FDC502 with its cause (signal name, exit code, CUDA sticky error, OOM).
+once initialised. On timeout the parent collects, each step bounded in time: all threads'
+Python stacks (faulthandler in the child, on SIGUSR1), native stacks (``py-spy dump --native``
+when installed), and the last lifecycle mark the child streamed; then it kills the child
+(SIGTERM, short grace, SIGKILL): FDC501. A worker that dies is FDC502 with its cause.
 """
 
 from __future__ import annotations
@@ -15,39 +14,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-import signal
 import subprocess
 import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Literal
 
-from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding, Location, make_finding
-from fd_conformance.isolation_results import ResultLog, ResultRecord, new_record, read_results
-from fd_conformance.isolation_worker import STACK_SIGNAL, describe_event, in_worker, mark, stream_events
-
-__all__ = [
-    "CheckOutcome",
-    "IsolatedRunner",
-    "ResultLog",
-    "ResultRecord",
-    "RunResult",
-    "Watchdog",
-    "WorkerProcess",
-    "WorkerStartError",
-    "crash_cause",
-    "describe_event",
-    "in_worker",
-    "mark",
-    "new_record",
-    "read_results",
-    "stream_events",
-]
+from fd_conformance.isolation import messages
+from fd_conformance.isolation.causes import crash_cause
+from fd_conformance.isolation.worker.channel import STACK_SIGNAL
+from fd_conformance.isolation.worker.main import main as worker_main
 
 # Bounds on each evidence step. Their sum (plus the kill) keeps "timeout to report" under 3 s.
 STACK_DUMP_WAIT_S = 0.8  # faulthandler writes synchronously in the signal handler; this is slack
@@ -57,8 +38,6 @@ KILL_WAIT_S = 2.0  # reaping after SIGKILL; instant unless the kernel is busy (e
 # Worst case from the deadline to the report, by construction; measured typical: under 3 s (bench/hang_latency.py).
 REPORT_BOUND_S = STACK_DUMP_WAIT_S + NATIVE_DUMP_WAIT_S + TERM_GRACE_S + KILL_WAIT_S
 STARTUP_TIMEOUT_S = 120.0  # spawn + imports + (pytest mode) collection of the isolated files
-SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)
-START_FAILURES_TO_GIVE_UP = 2  # consecutive workers that never got ready: the environment is broken
 LOG_TAIL_CHARS = 4000
 
 Status = Literal["done", "hang", "crash"]
@@ -120,25 +99,10 @@ class RunResult:
         return "\n".join(lines)
 
 
-def crash_cause(exitcode: int | None) -> str:
-    """Name how a worker ended: ``SIGSEGV``, ``os._exit(3)``, ``SIGKILL (kernel OOM killer?)``."""
-    if exitcode is None:
-        return "worker vanished (no exit status)"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        if -exitcode == signal.SIGKILL:
-            return f"{name} (killed from outside: the kernel OOM killer is the usual sender)"
-        return f"{name} (worker killed by signal {-exitcode})"
-    return f"os._exit({exitcode}) (worker exited without reporting a result)"
-
-
 _STDLIB_DIRS = tuple(
     {p for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib")) if p}
 )
-_OUR_DIR = str(Path(__file__).resolve().parent)
+_OUR_DIR = str(Path(__file__).resolve().parents[1])  # the whole kit, fd_conformance/
 
 
 def stuck_frame(stacks: str, thread_ident: int | None) -> str:
@@ -181,7 +145,7 @@ class WorkerProcess:
         ctx = multiprocessing.get_context("spawn")  # never fork: CUDA does not survive it
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.process = ctx.Process(
-            target=_worker_entry,
+            target=worker_main,
             args=(child_conn, str(self.stack_path), str(self.log_path), mode, setup or {}),
             name=f"fdc-isolation-{mode}",
             daemon=True,
@@ -204,7 +168,7 @@ class WorkerProcess:
         the paths is not the worker's, and a long collection would otherwise use up its budget."""
         self.startup_from = time.monotonic()
         try:
-            self.conn.send(("collect", list(paths)))
+            messages.send(self.conn, messages.COLLECT, paths=list(paths))
         except OSError:  # died while starting: wait_ready reports why
             pass
 
@@ -214,18 +178,19 @@ class WorkerProcess:
             return
         remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
         ready = wait([self.conn, self.process.sentinel], remaining)
-        message: tuple[Any, ...] | None = None
+        received: messages.Message | None = None
         if self.conn in ready:
             try:
-                message = self.conn.recv()
+                received = messages.receive(self.conn)
             except (EOFError, OSError):
-                message = None
-        if message is None or message[0] != "ready":
+                received = None
+        if received is None or received.name != messages.READY:
             why = "did not start in time" if not ready else crash_cause(self.process.exitcode)
             tail = self.log_tail()
             self.kill()
             raise WorkerStartError(f"isolation worker {why}; worker log:\n{tail}")
-        _, _pid, self.main_thread_ident, self.collected = message
+        self.main_thread_ident = received.fields["main_thread_ident"]
+        self.collected = received.fields["collected"]
         self.ready = True
 
     @property
@@ -241,7 +206,7 @@ class WorkerProcess:
 
     def run(
         self,
-        message: tuple[Any, ...],
+        request: messages.Message,
         timeout: float,
         on_report: Callable[[dict[str, Any]], None] | None = None,
         *,
@@ -257,10 +222,11 @@ class WorkerProcess:
         deadline = started + timeout
         result = RunResult("done", self.pid, 0.0, worker_spawned=self.spawned_epoch, ready_wait_s=started - waiting)
         try:
-            self.conn.send(message)
+            messages.send(self.conn, request.name, **request.fields)
         except (OSError, BrokenPipeError):
             return self._crashed(result, started)
         slow_at = started + slow_after if on_slow is not None else float("inf")
+        progress = self._progress_handlers(result, on_report)
         while True:
             now = time.monotonic()
             remaining = deadline - now
@@ -274,49 +240,63 @@ class WorkerProcess:
                 continue
             if self.conn in ready:
                 try:
-                    kind, *body = self.conn.recv()
+                    received = messages.receive(self.conn)
                 except (EOFError, OSError):
                     return self._crashed(result, started)
-                if kind == "event":
-                    result.events.append(body[0])
-                elif kind == "report":
-                    result.reports.append(body[0])
-                    if on_report is not None:
-                        on_report(body[0])
-                elif kind == "done":
-                    result.payload = body[0]
-                    result.duration = time.monotonic() - started
-                    if result.payload.get("outcome") == "crash":  # poisoned process retired itself
-                        result.status = "crash"
-                        result.cause = str(result.payload.get("cause", ""))
-                        self.process.join(2.0)
-                        if self.alive:
-                            self.kill()
-                    return result
+                if received.name == messages.DONE:
+                    return self._done(result, started, received.fields)
+                if received.name in progress:  # anything else is a stray message: ignored
+                    messages.dispatch(received, progress)
             elif self.process.sentinel in ready and not self.conn.poll():
                 return self._crashed(result, started)
 
+    @staticmethod
+    def _progress_handlers(
+        result: RunResult, on_report: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Callable[..., None]]:
+        """What the worker streams while a request runs, by message name."""
+
+        def event(text: str) -> None:
+            result.events.append(text)
+
+        def report(data: dict[str, Any]) -> None:
+            result.reports.append(data)
+            if on_report is not None:
+                on_report(data)
+
+        return {messages.EVENT: event, messages.REPORT: report}
+
+    def _done(self, result: RunResult, started: float, payload: dict[str, Any]) -> RunResult:
+        result.payload = payload
+        result.duration = time.monotonic() - started
+        if payload.get("outcome") == "crash":  # poisoned process retired itself
+            result.status = "crash"
+            result.cause = str(payload.get("cause", ""))
+            self.process.join(2.0)
+            if self.alive:
+                self.kill()
+        return result
+
     def probe(self, timeout: float = 30.0) -> dict[str, Any]:
-        """Ask an idle worker about itself without running a check (see isolation_worker.probe):
+        """Ask an idle worker about itself without running a check (see fd_conformance.isolation.worker.channel.probe):
         how a test proves a warm spare holds no CUDA context."""
         self.wait_ready()
-        self.conn.send(("probe",))
+        messages.send(self.conn, messages.PROBE)
         if not self.conn.poll(timeout):
             raise TimeoutError(f"worker {self.pid} did not answer a probe within {timeout:g}s")
-        kind, body = self.conn.recv()
-        if kind != "probe":
-            raise RuntimeError(f"worker {self.pid} answered a probe with {kind!r}")
-        return body  # type: ignore[no-any-return]
+        received = messages.receive(self.conn)
+        if received.name != messages.PROBED:
+            raise RuntimeError(f"worker {self.pid} answered a probe with {received.name!r}")
+        return received.fields
 
     def _drain(self, result: RunResult) -> None:
         """Messages the child sent just before it went silent carry the last lifecycle event."""
         try:
+            handlers = self._progress_handlers(result)
             while self.conn.poll():
-                kind, *body = self.conn.recv()
-                if kind == "event":
-                    result.events.append(body[0])
-                elif kind == "report":
-                    result.reports.append(body[0])
+                received = messages.receive(self.conn)
+                if received.name in handlers:
+                    messages.dispatch(received, handlers)
         except (EOFError, OSError):
             pass
 
@@ -366,7 +346,7 @@ class WorkerProcess:
         """Polite shutdown: lets pytest mode tear down session fixtures."""
         if self.alive:
             try:
-                self.conn.send(("stop",))
+                messages.send(self.conn, messages.STOP)
             except OSError:
                 pass
             self.process.join(timeout)
@@ -382,12 +362,6 @@ class WorkerProcess:
             self.process.join(KILL_WAIT_S)
         self.conn.close()
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _worker_entry(conn: Connection, stack_path: str, log_path: str, mode: str, setup: dict[str, Any]) -> None:
-    from fd_conformance.isolation_worker import main
-
-    main(conn, stack_path, log_path, mode, setup)
 
 
 def native_stacks(pid: int) -> str:
@@ -409,164 +383,7 @@ def native_stacks(pid: int) -> str:
     return done.stdout
 
 
-@dataclass(frozen=True)
-class CheckOutcome:
-    """Result of one isolated callable: outcome + value or evidence."""
-
-    target: str
-    outcome: Literal["passed", "failed", "hang", "crash"]
-    run: RunResult
-
-    @property
-    def value(self) -> Any:
-        return self.run.payload.get("value")
-
-    @property
-    def finding(self) -> Finding | None:
-        return self.run.finding(self.target)
-
-
 class WorkerStartError(RuntimeError):
     """A worker died or timed out before its ``ready``: an environment problem, not a check's."""
 
 
-class Watchdog:
-    """Keeps one worker for reuse, plus (``spares=1``) a warm spare that replaces it after a
-    hang or crash, so the next check does not pay interpreter start, imports and collection.
-
-    When the spare starts: once a request has run ``spare_after_s`` (a slow check or a hang in
-    the making; 0 = as soon as the active worker is ready), and from then on whenever a worker
-    was lost. Fast sessions thus never pay a second startup (on a 2-core CI box that costs as
-    much wall time as the startup itself). The spare runs no request until promoted, so on a GPU
-    host it holds no CUDA context (and no device memory) while it waits.
-    """
-
-    def __init__(
-        self, mode: str = "call", setup: dict[str, Any] | None = None, *, spares: int = 0, spare_after_s: float = SPARE_AFTER_S
-    ) -> None:
-        if spares not in (0, 1):
-            raise UsageError(f"spares={spares!r} is not 0 or 1", "pass spares=0 (no warm spare) or spares=1")
-        self.mode = mode
-        self.setup = dict(setup or {})
-        self.spares = spares
-        self.spare_after_s = validate_timeout(spare_after_s, "spare_after_s") if spare_after_s else 0.0
-        self.lost_workers = 0
-        self.worker: WorkerProcess | None = None
-        self.spare: WorkerProcess | None = None
-        self.started_workers = 0
-        self.promoted_spares = 0
-        self.start_failures = 0  # consecutive workers that never got ready
-        self.first_start_error = ""  # the first of them: the cause shown for every later request
-
-    def _spawn(self) -> WorkerProcess:
-        self.started_workers += 1
-        return WorkerProcess(self.mode, self.setup)
-
-    def prestart(self) -> None:
-        """Spawn the first worker now, without waiting for it (e.g. while the parent collects)."""
-        if self.worker is None:
-            self.worker = self._spawn()
-
-    def set_paths(self, paths: list[str]) -> None:
-        """pytest mode: the files holding isolated items, for a worker spawned without them and
-        for every later one."""
-        waiting = self.setup.get("paths") is None
-        self.setup["paths"] = list(paths)
-        if waiting:
-            for worker in (self.worker, self.spare):
-                if worker is not None:
-                    worker.collect(paths)
-
-    def ensure_worker(self) -> WorkerProcess:
-        """The ready worker for the next request: the current one, else the spare, else a new one."""
-        if self.worker is not None and not self.worker.alive:
-            self.worker.kill()
-            self.worker = None
-        if self.worker is None and self.spare is not None:
-            self.worker, self.spare = self.spare, None
-            if self.worker.alive:
-                self.promoted_spares += 1
-            else:  # died while waiting (OOM killer?): start over
-                self.worker.kill()
-                self.worker = None
-        if self.worker is None:
-            self.worker = self._spawn()
-        self.worker.wait_ready()
-        if self.lost_workers or not self.spare_after_s:  # a session that lost a worker may lose another
-            self._start_spare()
-        return self.worker
-
-    def _start_spare(self) -> None:
-        """Spawn the spare (it starts while the active worker runs checks); idempotent."""
-        if not self.spares or (self.spare is not None and self.spare.alive):
-            return
-        if self.spare is not None:
-            self.spare.kill()
-        self.spare = self._spawn()
-
-    def run(self, message: tuple[Any, ...], timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-        waiting = time.monotonic()
-        if self.start_failures >= START_FAILURES_TO_GIVE_UP:
-            # Every later worker would fail the same way, each after up to STARTUP_TIMEOUT_S:
-            # fail the remaining requests now, with the first error as their cause.
-            return self._start_failed(self.first_start_error)
-        try:
-            worker = self.ensure_worker()
-        except WorkerStartError as err:
-            self.worker = None
-            self.start_failures += 1
-            self.first_start_error = self.first_start_error or str(err)
-            return self._start_failed(str(err))
-        self.start_failures = 0
-        waited = time.monotonic() - waiting
-        # Fast checks never pay for a spare; one still running after spare_after_s (a slow check,
-        # or a hang in the making) starts it, so it is warm by the time the watchdog fires.
-        result = worker.run(message, timeout, on_report, on_slow=self._start_spare, slow_after=self.spare_after_s)
-        result.ready_wait_s += waited
-        if result.status != "done":
-            worker.kill()
-            self.lost_workers += 1
-            self.worker = None  # next request gets the warm spare, or a fresh process
-        return result
-
-    def _start_failed(self, error: str) -> RunResult:
-        cause = f"isolation worker failed to start: {error.splitlines()[0]}"
-        if self.start_failures >= START_FAILURES_TO_GIVE_UP:
-            cause += f" ({self.start_failures} workers in a row; no further worker is started)"
-        return RunResult("crash", 0, 0.0, cause=cause, log_tail=error)
-
-    def close(self) -> None:
-        if self.spare is not None:
-            self.spare.kill()  # it ran nothing: no fixtures to tear down, no coverage to save
-            self.spare = None
-        if self.worker is not None:
-            if self.worker.requests:
-                self.worker.stop()  # polite: lets pytest mode tear down session fixtures
-            else:
-                self.worker.kill()  # prestarted but never used (everything deselected or skipped)
-            self.worker = None
-
-
-class IsolatedRunner(Watchdog):
-    """Run importable callables (``"module:qualname"``) in a reused spawned worker.
-
-    >>> with IsolatedRunner() as runner:
-    ...     outcome = runner.call("math:sqrt", 4.0, timeout=10)
-    """
-
-    def __init__(self, *, spares: int = 0, spare_after_s: float = SPARE_AFTER_S) -> None:
-        super().__init__("call", spares=spares, spare_after_s=spare_after_s)
-
-    def call(self, target: str, *args: Any, timeout: float, **kwargs: Any) -> CheckOutcome:
-        if ":" not in target:
-            raise UsageError(f"check reference {target!r} has no ':'", "write it as 'package.module:function'")
-        timeout = validate_timeout(timeout, "timeout")
-        result = self.run(("call", target, args, kwargs), timeout)
-        outcome = result.status if result.status != "done" else result.payload.get("outcome", "failed")
-        return CheckOutcome(target, outcome, result)
-
-    def __enter__(self) -> IsolatedRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -1,7 +1,7 @@
 """A multi-rank torch.distributed world for TP checks: N spawned rank processes, one clock.
 
 Tensor-parallel checks need N real processes in one process group (gloo on CPU, NCCL on GPU,
-one process per GPU). Each rank is an isolation worker (:class:`fd_conformance.isolation.WorkerProcess`),
+one process per GPU). Each rank is an isolation worker (:class:`fd_conformance.isolation.process.WorkerProcess`),
 so a rank that hangs is diagnosed exactly like a hung single-process check -- faulthandler
 stacks, py-spy native stacks, stuck frame, last streamed lifecycle event -- and the finding
 names WHICH rank hung. The parent waits on every rank at once (one thread per rank, same
@@ -29,10 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding
-from fd_conformance.errors import validate_timeout
-from fd_conformance.isolation import RunResult, WorkerProcess, WorkerStartError
+from fd_conformance.isolation import messages
+from fd_conformance.isolation.process import RunResult, WorkerProcess, WorkerStartError
+from fd_conformance.isolation.worker.calls import resolve
+from fd_conformance.isolation.worker.channel import mark
+from fd_conformance.runtime.base import announce_runtime
 
 __all__ = ["DistributedWorld", "RankContext", "RankOutcome", "TorchRankStore", "WorldOutcome"]
 
@@ -40,7 +43,7 @@ BACKENDS = ("gloo", "nccl")
 # How long a collective may wait inside the group before torch itself gives up. Longer than any
 # sane watchdog timeout on purpose: the parent's watchdog must be the one that reports the hang.
 WORLD_GROUP_TIMEOUT = datetime.timedelta(seconds=300)
-RANK_ENTRY = "fd_conformance.runtime.torch_distributed:_rank_entry"
+RANK_ENTRY = "fd_conformance.distributed.world:_rank_entry"
 
 Outcome = Literal["passed", "failed", "hang", "crash"]
 
@@ -166,11 +169,11 @@ class DistributedWorld:
         results: list[RunResult | None] = [None] * self.world_size
 
         def watch(rank: int) -> None:
-            message = (
-                "call",
-                RANK_ENTRY,
-                (target, rank, self.world_size, self.backend, self.device, self._store_path, call_id, args, kwargs),
-                {},
+            message = messages.message(
+                messages.CALL,
+                target=RANK_ENTRY,
+                args=(target, rank, self.world_size, self.backend, self.device, self._store_path, call_id, args, kwargs),
+                kwargs={},
             )
             worker = self.workers[rank]
             try:
@@ -215,7 +218,7 @@ class DistributedWorld:
 
 
 class TorchRankStore:
-    """:class:`fd_conformance.tp_checks.RankStore` over a ``torch.distributed`` store."""
+    """:class:`fd_conformance.distributed.capture_plan.RankStore` over a ``torch.distributed`` store."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -246,11 +249,11 @@ class RankContext:
         """A :class:`fd_conformance.runtime.torch.TorchRuntime` whose groups span the whole world.
 
         Its lifecycle events stream to the parent, so a hang report names the last one."""
-        from fd_conformance.isolation_worker import stream_events
+        # torch only inside a rank: the parent that builds the world never imports it
         from fd_conformance.runtime.torch import TorchRuntime
 
         runtime = TorchRuntime(self.device)
-        stream_events(runtime.events)
+        announce_runtime(runtime.events)
         self._runtimes.append(runtime)
         return runtime
 
@@ -292,8 +295,6 @@ def _rank_entry(
 ) -> Any:
     """Runs in each rank's worker: join the world, then call ``target(ctx, *args, **kwargs)``."""
     import torch.distributed as dist
-
-    from fd_conformance.isolation_worker import mark, resolve
 
     store = _join_world(rank, world_size, backend, device, store_path)
     ctx = RankContext(rank, world_size, backend, device, TorchRankStore(dist.PrefixStore(f"call-{call_id}/", store)))

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.errors import UsageError
-from fd_conformance.isolation_results import (
+from fd_conformance.isolation import messages
+from fd_conformance.isolation.results import (
     FINISHED,
     INTERRUPTED,
     PlannedTest,
@@ -36,14 +37,13 @@ from fd_conformance.isolation_results import (
     plan_record,
     session_record,
 )
-from fd_conformance.isolation_worker import WORKER_ENV  # stdlib only at import time
-from fd_conformance.isolation_worker_pytest import ALL_FILES
 from fd_conformance.plugin import PROP_PREFIX, case_properties, failure_reason
 
 if TYPE_CHECKING:
     # This plugin loads in every pytest session, most of which isolate nothing: the watchdog
     # (multiprocessing, subprocess) is imported only where a worker or a timeout is needed.
-    from fd_conformance.isolation import RunResult, Watchdog
+    from fd_conformance.isolation.process import RunResult
+    from fd_conformance.isolation.watchdog import Watchdog
 
 ISOLATE_CHOICES = ("marked", "all", "off")
 ISOLATE_HELP = (
@@ -136,7 +136,7 @@ class IsolationController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.in_worker = os.environ.get(WORKER_ENV) == "1"
+        self.in_worker = os.environ.get(messages.WORKER_ENV) == "1"
         self.mode = "off" if self.in_worker else str(config.getoption("fd_isolate", "marked"))
         self.timeouts: dict[str, float] = {}
         self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
@@ -179,7 +179,7 @@ class IsolationController:
         """--fd-isolate=all: every collected item is isolated, so the worker can start now and
         collect the session's own arguments while the parent collects them too."""
         if self.prestart_allowed and self.mode == "all":
-            self._prestart(paths=[ALL_FILES])
+            self._prestart(paths=[messages.ALL_FILES])
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """--fd-isolate=marked: at the first isolated item the parent collects, spawn the worker;
@@ -192,7 +192,7 @@ class IsolationController:
         self._prestart(paths=None)
 
     def _prestart(self, paths: list[str] | None) -> None:
-        from fd_conformance.isolation import Watchdog
+        from fd_conformance.isolation.watchdog import Watchdog
 
         setup = self._worker_setup()
         setup["paths"] = paths
@@ -271,7 +271,9 @@ class IsolationController:
         # a "next item" precomputed in collection order would make the isolation worker keep
         # module setup for an item that never comes to it.
         following = nextitem.nodeid if nextitem is not None else None
-        result = self._ensure_watchdog().run(("item", item.nodeid, following), self.timeouts[item.nodeid])
+        result = self._ensure_watchdog().run(
+            messages.message(messages.ITEM, nodeid=item.nodeid, next_nodeid=following), self.timeouts[item.nodeid]
+        )
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d) for d in result.reports]
         self.extras[item.nodeid] = {
             "isolated": True,
@@ -295,7 +297,7 @@ class IsolationController:
 
     def _ensure_watchdog(self) -> Watchdog:
         if self.watchdog is None:  # e.g. items added after collection by another plugin
-            from fd_conformance.isolation import Watchdog
+            from fd_conformance.isolation.watchdog import Watchdog
 
             setup = self._worker_setup()
             setup["paths"] = sorted(self.paths)
@@ -368,7 +370,7 @@ class IsolationController:
             args += ["-o", override]
         # The session's own arguments and invocation directory, so the worker loads the same initial
         # conftests and names every test with the parent's node id; "paths" only narrows which files
-        # it imports (see isolation_worker_pytest.WorkerSession.pytest_ignore_collect).
+        # it imports (see isolation.worker.pytest_mode.WorkerSession.pytest_ignore_collect).
         return {
             "option_dict": option_dict,
             "args": args + list(config.args),
