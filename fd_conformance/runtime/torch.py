@@ -123,6 +123,10 @@ class TorchRuntime(Runtime):
         if device != "cuda":
             self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
         self._groups: list[TorchGroup] = []
+        self._owns_default_group = False
+        self._store_dir: str | None = None
+        self._store_cleanup: Callable[[], None] | None = None
+        self._store_ids = itertools.count()
 
     # --- framework / device ---------------------------------------------------------
     @property
@@ -227,8 +231,24 @@ class TorchRuntime(Runtime):
 
     def _ensure_default_group(self) -> None:
         if dist.is_initialized():
-            return  # ours from an earlier runtime, or a launcher's: we only add subgroups
-        _start_world(self._backend(), self.torch_device if self.device == "cuda" else None)
+            return  # someone else (a launcher, a test) owns it; we only add subgroups
+        if self._store_dir is None:
+            self._store_dir = tempfile.mkdtemp(prefix="fdc-torch-store-")
+            # Removed when the world we made is destroyed, or at exit -- NOT when this runtime is
+            # collected: the process group outlives a dropped runtime, and a later runtime's
+            # new_group rendezvous through this store (deleting it deadlocks that rendezvous).
+            self._store_cleanup = functools.partial(shutil.rmtree, self._store_dir, True)
+            atexit.register(self._store_cleanup)
+        # A fresh FileStore file per init: a store file reused after destroy_process_group can
+        # carry keys from the previous incarnation and confuse the rendezvous.
+        store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
+        kwargs: dict[str, Any] = {}
+        if self.device == "cuda":
+            kwargs["device_id"] = self.torch_device  # eager NCCL init: no lazy init during capture
+        dist.init_process_group(
+            self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs
+        )
+        self._owns_default_group = True
 
     def new_group(self, name: str = "tp") -> Group:
         """A subgroup over every rank (joining or making the default world first).
@@ -255,34 +275,15 @@ class TorchRuntime(Runtime):
     group_type = TorchGroup
 
     def _destroy_group(self, group: TorchGroup) -> None:
-        # Only the subgroup: it is what an engine's RL cycle shuts down and what captured graphs
-        # hold (the MTP hang is its destroy). The default world stays for the process.
         self._groups.remove(group)
         dist.destroy_process_group(group.handle)
-
-
-# The one-rank default world this process made for its groups (None: not made here). It is
-# kept until exit, not torn down with the last subgroup: tearing it down made every group
-# restart two NCCL communicator lifetimes (world + subgroup), 1.0 s instead of 0.5 s per
-# restart on an H200 (bench/comm_group_cost.py), paid ~40 times by the main job's builds and
-# C4 cycles. A world made by a launcher (fd_conformance.distributed) is never ours.
-_WORLD_STORE_DIR: str | None = None
-_WORLD_STORE_IDS = itertools.count()
-
-
-def _start_world(backend: str, device: Any) -> None:
-    """Start a one-rank default world on a FileStore in a per-process temp dir (removed at exit)."""
-    global _WORLD_STORE_DIR
-    if _WORLD_STORE_DIR is None:
-        _WORLD_STORE_DIR = tempfile.mkdtemp(prefix="fdc-torch-store-")
-        atexit.register(functools.partial(shutil.rmtree, _WORLD_STORE_DIR, True))
-    # A fresh store file per start: someone may have destroyed the world since, and a store file
-    # reused after destroy_process_group can carry keys that confuse the next rendezvous.
-    store = dist.FileStore(os.path.join(_WORLD_STORE_DIR, f"store-{next(_WORLD_STORE_IDS)}"), 1)
-    kwargs: dict[str, Any] = {}
-    if device is not None:
-        kwargs["device_id"] = device  # eager NCCL init: no lazy init during a capture
-    dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs)
+        if not self._groups and self._owns_default_group:
+            # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
+            dist.destroy_process_group()
+            self._owns_default_group = False
+            if self._store_cleanup is not None:
+                self._store_cleanup()  # the world is gone: its store files can go too
+                self._store_cleanup, self._store_dir = None, None
 
 
 def create(device: str) -> Runtime:
