@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +77,23 @@ def test_ci_workflow_runs_the_ci_entry_point() -> None:
     wf = load(ROOT / ".github/workflows/ci.yml")
     runs = [s.get("run", "") for job in wf["jobs"].values() for s in job["steps"]]
     assert any("bash .ci/run" in r for r in runs)
+
+
+def test_workflows_match_githubs_schema() -> None:
+    """Structure checks above are ours; this is GitHub's own workflow schema, as check-jsonschema
+    ships it (SchemaStore's github-workflow.json): a misspelt key or a wrong type fails here, not
+    on the first push."""
+    exe = shutil.which("check-jsonschema")
+    assert exe, "check-jsonschema is not installed: pip install -e '.[dev]'"
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
+    """The check above can fail: a job with a misspelt runs-on key is rejected."""
+    exe = shutil.which("check-jsonschema")
+    assert exe, "check-jsonschema is not installed: pip install -e '.[dev]'"
+    broken = tmp_path / "broken.yml"
+    broken.write_text("name: x\non: push\njobs:\n  a:\n    run-on: ubuntu-latest\n    steps:\n      - run: echo\n")
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
