@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
-from fd_conformance.fastdeploy import cli as bridge_cli
+from fd_conformance.cli import fastdeploy as bridge_cli
 from fd_conformance.fastdeploy.checkout import (
     EXIT_MISSING_DEPENDENCY,
     Checkout,

@@ -226,7 +226,7 @@ def test_default_run_covers_bundled_good_models(model_dir: Path) -> None:
 
 def test_pytest_command_uses_equals_forms_and_absolute_file_specs(tmp_path: Path) -> None:
     from fd_conformance.cli import build_parser
-    from fd_conformance.run_cli import pytest_command
+    from fd_conformance.cli.run import pytest_command
 
     args = build_parser().parse_args(["run", "--model", "m.py:X", "--model", "pkg.mod:Y", "-n", "2", "--include-mutants"])
     cmd = pytest_command(args, tmp_path)
@@ -305,7 +305,7 @@ def test_runtime_not_installed_exits_2_before_pytest(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize(("device", "gpu", "expected"), [("auto", "0", "cpu"), ("auto", "1", "cuda"), ("all", "0", "all"), ("cuda", "0", "cuda")])
 def test_device_auto_resolves_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, gpu: str, expected: str) -> None:
     from fd_conformance.cli import build_parser
-    from fd_conformance.run_cli import pytest_command
+    from fd_conformance.cli.run import pytest_command
 
     monkeypatch.setenv("FD_CONFORMANCE_GPU", gpu)
     cmd = pytest_command(build_parser().parse_args(["run", "--device", device]), tmp_path)
@@ -354,7 +354,7 @@ def _passing_document(out: Path) -> None:
 
 
 def test_pytest_failure_outside_the_matrix_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from fd_conformance.run_cli import judge_session
+    from fd_conformance.cli.run import judge_session
 
     _passing_document(tmp_path)
     assert judge_session(0, "", tmp_path) == 0
@@ -367,7 +367,7 @@ def test_pytest_failure_outside_the_matrix_fails_the_run(tmp_path: Path, capsys:
 
 @pytest.mark.parametrize("returncode", [2, 3, -9])
 def test_abnormal_pytest_exit_is_internal_even_with_a_document(tmp_path: Path, capsys: pytest.CaptureFixture[str], returncode: int) -> None:
-    from fd_conformance.run_cli import judge_session
+    from fd_conformance.cli.run import judge_session
 
     _passing_document(tmp_path)
     assert judge_session(returncode, "INTERNALERROR> boom", tmp_path) == 3
@@ -376,7 +376,7 @@ def test_abnormal_pytest_exit_is_internal_even_with_a_document(tmp_path: Path, c
 
 
 def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
-    from fd_conformance.run_cli import _usage_line
+    from fd_conformance.cli.run import _usage_line
 
     log = "ERROR: usage: __main__.py [options] [file_or_dir ...]\n__main__.py: error: unrecognized arguments: --x\n  inifile: None\n"
     assert _usage_line(log) == "unrecognized arguments: --x"
@@ -384,7 +384,8 @@ def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
 
 
 def test_cli_minimum_cycles_matches_the_plugin() -> None:
-    from fd_conformance import plugin, run_cli
+    from fd_conformance import plugin
+    from fd_conformance.cli import run as run_cli
 
     assert run_cli.MIN_CYCLES == plugin.MIN_CYCLES == 3
 
@@ -495,7 +496,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     import io
 
     from fd_conformance.isolation.results import ResultLog, new_record, plan_record
-    from fd_conformance.run_progress import Progress, wants_bar
+    from fd_conformance.cli.progress import Progress, wants_bar
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -518,7 +519,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     quiet = io.StringIO()
     Progress(path, stream=quiet, quiet=True).finish()
     assert quiet.getvalue() == ""
-    from fd_conformance.run_progress import check_label
+    from fd_conformance.cli.progress import check_label
 
     def label(nodeid: str, check: str) -> str:
         return check_label({"nodeid": nodeid, "case": "m", "device": "cpu", "check": check})
@@ -552,7 +553,7 @@ def test_exit_codes_are_one_table_documented_in_the_readme() -> None:
 
 def test_workers_default_auto_on_cuda_serial_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """cuda rows share the GPU among xdist workers by default; cpu rows and -n 0 stay serial."""
-    from fd_conformance import run_cli
+    from fd_conformance.cli import run as run_cli
 
     parser = argparse.ArgumentParser()
     run_cli.add_cli(parser.add_subparsers())
@@ -576,7 +577,7 @@ def test_next_run_removes_the_temp_dir_of_a_sigkilled_run(tmp_path: Path, monkey
     """SIGKILL runs no handler, so that run's temp dir stays: the next run removes it, and only it."""
     import tempfile
 
-    from fd_conformance.run_cli import OWNER_NAME, TEMP_PREFIX, remove_stale_temp_dirs
+    from fd_conformance.cli.run import OWNER_NAME, TEMP_PREFIX, remove_stale_temp_dirs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -356,7 +356,7 @@ def _die_with_parent() -> Any:
 def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose: bool, quiet: bool) -> tuple[int, int | None]:
     """Run pytest in its own process group, printing progress from results.jsonl until it ends.
     Returns (pytest's exit code, the signal that interrupted this run or None)."""
-    from fd_conformance.run_progress import Progress
+    from fd_conformance.cli.progress import Progress
 
     progress = Progress(out / RESULTS_NAME, quiet=quiet or verbose)
     stop = Interrupted()

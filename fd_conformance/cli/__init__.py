@@ -1,0 +1,47 @@
+"""``fd-conformance``: run | lint | report | changed | fastdeploy.
+
+The command line lives here only (argparse nowhere else in the kit's own commands).
+
+One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.changed`, :mod:`.fastdeploy`), each
+adding its subparser and a ``func`` (args -> exit code) over the package that does the work; none
+of them imports a framework at module import time, so ``fd-conformance --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from fd_conformance import __version__
+from fd_conformance.cli import changed as changed_cli
+from fd_conformance.cli import fastdeploy as fastdeploy_cli
+from fd_conformance.cli import lint as lint_cli
+from fd_conformance.cli import run as run_cli
+from fd_conformance.errors import EXIT_SIGINT, UsageError
+from fd_conformance.isolation import results as isolation_results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fd-conformance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"fd-conformance {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lint_cli.add_cli(sub)  # `lint PATH`: static graph-lifecycle checks
+    run_cli.add_cli(sub)  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
+    isolation_results.add_cli(sub)  # `report FILE`: matrix from a --fd-results log
+    changed_cli.add_cli(sub)  # `changed --base REV`: model cases a git change can affect
+    fastdeploy_cli.add_cli(sub)  # `fastdeploy PATH`: the real engine on CPU
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as err:
+        print(f"fd-conformance {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code  # EXIT_USAGE, or EXIT_INCOMPLETE for an unreadable results file
+    except KeyboardInterrupt:  # Ctrl-C before `run` installed its own handler: no traceback either
+        print(f"fd-conformance {args.command}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
