@@ -152,7 +152,8 @@ class LifecycleRecorder:
     def check_cleared(self, owner: str | None = None) -> list[Finding]:
         """FDC203 for every graph (of ``owner``, or any) still alive; call right after clear.
         The findings are returned and also kept in :meth:`findings`."""
-        at = self.last_event.seq if self._events else -1
+        last = self.last_event
+        at = last.seq if last is not None else -1
         found = [
             make_finding(
                 "FDC203",

@@ -38,7 +38,8 @@ def support_graph_optimization(cls: ModelT) -> ModelT:
     ``clear_graph_opt_backend()`` is added and is a safe no-op without one. Adds ``eager_forward``
     (the undecorated forward), ``make_graph_fn`` and ``graphs()``.
     """
-    eager = cls.forward
+    target: Any = cls  # members are added at run time: a type checker cannot know them on ModelT
+    eager = target.forward
 
     @functools.wraps(eager)
     def forward(self: Any, **inputs: Any) -> Any:
@@ -64,14 +65,14 @@ def support_graph_optimization(cls: ModelT) -> ModelT:
         backend = graph_opt_backend(self)
         return [] if backend is None else backend.graphs()
 
-    cls.forward = forward
-    cls.eager_forward = eager
+    target.forward = forward
+    target.eager_forward = eager
     if "make_graph_fn" not in vars(cls):
-        cls.make_graph_fn = make_graph_fn
+        target.make_graph_fn = make_graph_fn
     if "clear_graph_opt_backend" not in vars(cls):
-        cls.clear_graph_opt_backend = clear_graph_opt_backend
-    cls.graphs = graphs
-    cls.supports_graph_optimization = True
+        target.clear_graph_opt_backend = clear_graph_opt_backend
+    target.graphs = graphs
+    target.supports_graph_optimization = True
     return cls
 
 

@@ -74,11 +74,14 @@ class Anything:
     """A falsy recording stand-in for any attribute FastDeploy reads that the bridge did not
     model: calling it logs the call; attributes and results are more stand-ins."""
 
+    _path: str  # declared: every other attribute is a stand-in made by __getattr__
+    _log: CallLog
+
     def __init__(self, path: str, log: CallLog) -> None:
         object.__setattr__(self, "_path", path)
         object.__setattr__(self, "_log", log)
 
-    def __getattr__(self, name: str) -> Anything:
+    def __getattr__(self, name: str) -> Any:  # Any: a stand-in stands for whatever FastDeploy reads
         if name.startswith("__"):
             raise AttributeError(name)
         child = Anything(f"{self._path}.{name}", self._log)
@@ -263,7 +266,7 @@ class RunnerReport:
         return sum(1 for r in self.rows if r.error) + (1 if self.error else 0)
 
 
-def _run_combo(cls: type, combo: Combo) -> list[RunnerRow]:
+def _run_combo(cls: Any, combo: Combo) -> list[RunnerRow]:
     """clear_parameters, then update_parameters, on graphs captured as the flags say."""
     bus, log = EventBus(), CallLog()
     runner = StandInRunner(combo, bus, log)

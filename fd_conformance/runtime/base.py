@@ -354,7 +354,7 @@ class Runtime(abc.ABC):
         """Make the same ``param`` object use ``fresh``'s storage."""
 
     # --- communication ------------------------------------------------------------
-    group_type: type[Group] = Group  # adapters narrow it to their own group class
+    group_type: type = Group  # adapters narrow it to their own group class (a plain type: Group is abstract)
 
     @abc.abstractmethod
     def new_group(self, name: str = "tp") -> Group: ...
