@@ -21,6 +21,8 @@ from typing import Any, TextIO
 
 from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VIOLATIONS, UsageError
 
+# The bridges are imported inside the functions below for speed: every subcommand loads this
+# module, and only `fastdeploy` needs them (they build FastDeploy's import environment).
 HELP = "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3)"
 TABLES = ("config", "models", "runner")
 DEFAULT_EXAMPLES = 100

@@ -41,6 +41,9 @@ from fd_conformance.errors import (
     UsageError,
 )
 
+# The imports inside functions below are for speed, not to break a circle: cli/__init__ loads this
+# module for every subcommand (`lint`, `--help`), and only `run` needs the reports, the runtime
+# probes and the progress display.
 RUN_HELP = "run the conformance suites over the bundled reference models (or --model ones) and write reports"
 MODEL_HELP = "model case spec, module:attr or path/to/file.py:attr (repeatable); default: every installed good case"
 RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (default)"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 # Formulas: TRUE, FALSE, ("v", key), ("not", f), ("and", f, ...), ("or", f, ...): plain tuples,
 # built by the smart constructors below, which fold constants (that folding is what keeps the
@@ -278,10 +279,11 @@ class _Paths:
                 self.expr(item.context_expr, pc)
             return self.block(node.body, pc)
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            body_out = self.block(node.body, pc)
-            outs = [self.block(node.orelse, body_out)]
-            outs.extend(self.block(h.body, pc) for h in node.handlers)
-            if node.finalbody and self.block(node.finalbody, pc) is FALSE:
+            tried = cast(ast.Try, node)  # ``try ... except*`` (3.11+, ast.TryStar) has the same fields
+            body_out = self.block(tried.body, pc)
+            outs = [self.block(tried.orelse, body_out)]
+            outs.extend(self.block(h.body, pc) for h in tried.handlers)
+            if tried.finalbody and self.block(tried.finalbody, pc) is FALSE:
                 return FALSE
             return self._cap(f_or(*outs))
         if isinstance(node, ast.Match):

@@ -210,6 +210,7 @@ class _Scanner:
     def _call(self, node: ast.Call, calls: list[Call] | None, branches: Branches) -> None:
         func = node.func
         helper = False
+        receiver: ast.expr | None
         if isinstance(func, ast.Attribute):
             name, receiver = func.attr, func.value
             # Point at the method name, where --fix edits and where a reader looks.
