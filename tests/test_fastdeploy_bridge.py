@@ -7,17 +7,17 @@ the bridge reports is shown firing on a bad tree and silent on the good one.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.cli import fastdeploy as bridge_cli
+from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.fastdeploy.checkout import (
     EXIT_MISSING_DEPENDENCY,
     Checkout,

@@ -14,7 +14,17 @@ import pytest
 from fd_conformance.cli import main
 from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.findings import RULES
-from fd_conformance.lint import CANONICAL, LEGACY, LINT_CODES, LintConfig, fix_paths, fix_source, lint_paths, load_config, near_miss
+from fd_conformance.lint import (
+    CANONICAL,
+    LEGACY,
+    LINT_CODES,
+    LintConfig,
+    fix_paths,
+    fix_source,
+    lint_paths,
+    load_config,
+    near_miss,
+)
 
 jsonschema = pytest.importorskip("jsonschema")  # absent on the GPU host image
 

@@ -495,8 +495,8 @@ def test_progress_lines_quiet_and_results_file(model_dir: Path) -> None:
 def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     import io
 
-    from fd_conformance.isolation.results import ResultLog, new_record, plan_record
     from fd_conformance.cli.progress import Progress, wants_bar
+    from fd_conformance.isolation.results import ResultLog, new_record, plan_record
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

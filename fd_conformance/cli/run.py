@@ -287,7 +287,7 @@ class OutLock:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # noqa: UP017 - datetime.UTC is 3.11+; requires-python is >=3.10
 
 
 def keep_previous(out: Path) -> Path | None:
@@ -368,7 +368,7 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
     try:
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT if log else None,
-            start_new_session=True, preexec_fn=_die_with_parent(),  # noqa: PLW1509 - only prctl, no locks taken
+            start_new_session=True, preexec_fn=_die_with_parent(),  # preexec_fn is safe here: only prctl, no locks taken
         )  # fmt: skip
         stop.pgid = proc.pid
         if stop.signum is not None:  # a signal arrived before the child existed
@@ -446,7 +446,14 @@ def _record_session_end(out: Path, returncode: int) -> None:
 def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     """The partial report of an interrupted run, from results.jsonl (the only thing the killed
     child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
-    from fd_conformance.isolation.results import INTERRUPTED, IncompleteInput, ResultLog, ResultsFile, load_results_file, session_record
+    from fd_conformance.isolation.results import (
+        INTERRUPTED,
+        IncompleteInput,
+        ResultLog,
+        ResultsFile,
+        load_results_file,
+        session_record,
+    )
     from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
 
     name = signal.Signals(signum).name
