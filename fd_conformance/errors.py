@@ -7,7 +7,9 @@ A CI step can branch on them: 1 means "the model is wrong", everything else "the
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Sequence
 from typing import Any
 
 EXIT_OK = 0  # every row certified (with mutants: every mutant caught exactly)
@@ -44,6 +46,36 @@ class UsageError(Exception):
         super().__init__(f"{problem}; fix: {fix}")
         self.problem = problem
         self.fix = fix
+
+
+# One validator per kind of value, for options, markers and ini values alike: the error names
+# where the value came from (``source``) and how to fix it. Here, not with the options, so the
+# pytest plugin and the CLI share them and option handling imports nothing heavy.
+
+
+def validate_int(value: Any, source: str, *, minimum: int, example: int | None = None, why: str = "") -> int:
+    """An integer >= ``minimum`` (--fd-cycles, --cycles, -n, --jobs); ``why`` explains the minimum."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{source} {value!r} is not an integer", f"pass e.g. {source} {minimum if example is None else example}") from None
+    if number < minimum:
+        raise UsageError(f"{source} {number} is below {minimum}", f"pass at least {minimum}" + (f" ({why})" if why else ""))
+    return number
+
+
+def validate_choice(value: str, source: str, choices: Sequence[str]) -> str:
+    """One of ``choices`` (--fd-runtime, --fd-device, ...)."""
+    if value not in choices:
+        raise UsageError(f"{source} {value!r} is not one of {', '.join(choices)}", "pass one of them")
+    return value
+
+
+def validate_directory(value: str, source: str) -> str:
+    """A directory path, created later when missing; an existing file is refused."""
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise UsageError(f"{source} {value!r} is an existing file", "give a directory path")
+    return value
 
 
 def validate_timeout(value: Any, source: str) -> float:

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from fd_conformance import plugin
-from fd_conformance.cases import coerce_cases, load_spec, select_cases
-from fd_conformance.cases import ModelCase
+from fd_conformance import matrix_keys
+from fd_conformance.cases import ModelCase, coerce_cases, load_spec, select_cases
 from fd_conformance.errors import UsageError
-from fd_conformance.xdist_gpus import (
+from fd_conformance.plugin import options, xdist
+from fd_conformance.plugin.gpus import (
     MAX_WORKERS_PER_GPU,
     WORKER_GPU_BYTES,
     WORKERINPUT_KEY,
@@ -142,28 +142,28 @@ def test_bundled_cases_exclude_mutants_unless_asked() -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [("3", 3), ("5", 5), ("12", 12)])
 def test_cycles_valid(value: str, expected: int) -> None:
-    assert plugin.validate_cycles(value) == expected
+    assert options.validate_cycles(value) == expected
 
 
 @pytest.mark.parametrize(("value", "message"), [("x", "is not an integer"), ("2", "is below 3"), ("1", "is below 3"), ("-3", "is below 3")])
 def test_cycles_invalid_names_the_option(value: str, message: str) -> None:
     with pytest.raises(pytest.UsageError, match=f"--fd-cycles .*{message}.*fix:"):
-        plugin.validate_cycles(value)
+        options.validate_cycles(value)
 
 
 def test_runtime_invalid_names_the_option() -> None:
     with pytest.raises(pytest.UsageError, match="--fd-runtime 'jax' is not one of auto, torch, paddle; fix"):
-        plugin.validate_runtime("jax")
-    assert plugin.validate_runtime("auto") == "auto"
-    assert plugin.validate_runtime("torch") == "torch"
+        options.validate_runtime("jax")
+    assert options.validate_runtime("auto") == "auto"
+    assert options.validate_runtime("torch") == "torch"
 
 
 def test_report_dir_must_not_be_a_file(tmp_path: Path) -> None:
     afile = tmp_path / "f"
     afile.write_text("")
     with pytest.raises(pytest.UsageError, match="--fd-report .* is an existing file; fix"):
-        plugin.validate_report_dir(str(afile))
-    assert plugin.validate_report_dir(str(tmp_path / "new")) == str(tmp_path / "new")
+        options.validate_report_dir(str(afile))
+    assert options.validate_report_dir(str(tmp_path / "new")) == str(tmp_path / "new")
 
 
 def test_option_help_is_in_named_constants(pytester: pytest.Pytester) -> None:
@@ -218,7 +218,7 @@ def test_markers_are_clean_under_strict_markers(pytester: pytest.Pytester) -> No
 
 def test_plugin_import_costs_nothing() -> None:
     code = (
-        "import sys, fd_conformance.plugin, fd_conformance.cases, fd_conformance.report, fd_conformance.xdist_gpus;"
+        "import sys, fd_conformance.plugin, fd_conformance.cases, fd_conformance.report, fd_conformance.plugin.gpus;"
         "print(sorted(m for m in ('torch', 'paddle', 'numpy', 'hypothesis') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -281,12 +281,12 @@ def test_n_auto_starts_workers_per_gpu(pytester: pytest.Pytester, tmp_path: Path
     result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines([f"*created: {here}/{here} worker*"])
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) == 3
+    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) == 3
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")  # the user's setting wins
-    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
+    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS")
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")  # no GPU: xdist's own count (the cores)
-    assert plugin.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
+    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
 
 
 def test_worker_pins_its_gpu_before_frameworks() -> None:
@@ -305,12 +305,12 @@ def test_controller_hooks_assign_and_release(monkeypatch: pytest.MonkeyPatch) ->
         return SimpleNamespace(config=config, gateway=SimpleNamespace(id=worker), workerinput={})
 
     first = node("gw0")
-    plugin.pytest_configure_node(first)
+    xdist.pytest_configure_node(first)
     assert first.workerinput[WORKERINPUT_KEY] == "7"
-    plugin.pytest_testnodedown(first, error="crashed")
-    assert config.stash[plugin.LEDGER_KEY].holders == {}
+    xdist.pytest_testnodedown(first, error="crashed")
+    assert config.stash[xdist.LEDGER_KEY].holders == {}
     replacement = node("gw1")
-    plugin.pytest_configure_node(replacement)
+    xdist.pytest_configure_node(replacement)
     assert replacement.workerinput[WORKERINPUT_KEY] == "7"
 
 
@@ -318,7 +318,7 @@ def test_no_gpu_leaves_workerinput_alone(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
     config = SimpleNamespace(stash=pytest.Stash())
     worker = SimpleNamespace(config=config, gateway=SimpleNamespace(id="gw0"), workerinput={})
-    plugin.pytest_configure_node(worker)
+    xdist.pytest_configure_node(worker)
     assert WORKERINPUT_KEY not in worker.workerinput
 
 
@@ -340,17 +340,17 @@ def test_case_properties_are_the_matrix_keys(pytester: pytest.Pytester, cases_fi
     pytester.makepyfile(test_m=MATRIX_TEST)
     items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:MUTANT", "--fd-device=cpu")
     by_name = {item.name: item for item in items}
-    assert plugin.case_properties(by_name["test_clear_check[mut-cpu]"]) == [
+    assert matrix_keys.case_properties(by_name["test_clear_check[mut-cpu]"]) == [
         ("fd_case", "mut"), ("fd_device", "cpu"), ("fd_check", "clear"), ("fd_expected", "FDC301")
     ]
-    assert plugin.case_properties(by_name["test_unrelated"]) == []
+    assert matrix_keys.case_properties(by_name["test_unrelated"]) == []
 
 
 def test_isolation_uses_the_plugins_case_properties() -> None:
     """The isolation parent's HANG/crash reports must carry exactly the plugin's keys."""
     from fd_conformance.isolation import plugin as isolation_plugin
 
-    assert isolation_plugin.case_properties is plugin.case_properties
+    assert isolation_plugin.case_properties is matrix_keys.case_properties
     assert not hasattr(isolation_plugin, "_case_properties")
 
 
@@ -422,7 +422,7 @@ def test_selection_is_matched_before_the_runtime_filter(cases_file: Path) -> Non
 ])
 def test_device_rows(monkeypatch: pytest.MonkeyPatch, value: str, gpu: str, rows: tuple[str, ...]) -> None:
     monkeypatch.setenv("FD_CONFORMANCE_GPU", gpu)
-    assert plugin.resolve_devices(value) == rows
+    assert options.resolve_devices(value) == rows
 
 
 def test_device_option_parametrizes_only_those_rows(pytester: pytest.Pytester, cases_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -440,7 +440,7 @@ def test_runtime_not_installed_is_a_usage_error(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(runtimes, "installed_runtimes", lambda: ["torch"])
     with pytest.raises(pytest.UsageError, match=r"--fd-runtime 'paddle' is not installed; fix: pip install 'fd-conformance\[paddle\]'"):
-        plugin.validate_runtime("paddle")
+        options.validate_runtime("paddle")
 
 
 # --- review fixes: hashing, stable module names, empty entry points, laziness, subject checks -----
@@ -479,7 +479,7 @@ def test_entry_point_naming_no_case_is_allowed(cases_file: Path, monkeypatch: py
 
 def test_auto_runtime_validation_and_plugin_import_stay_cheap() -> None:
     code = (
-        "import sys, fd_conformance.plugin as p; p.validate_runtime('auto');"
+        "import sys, fd_conformance.plugin as p; p.options.validate_runtime('auto');"
         "print(sorted(m for m in ('fd_conformance.runtime', 'fd_conformance.isolation.watchdog', 'multiprocessing') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

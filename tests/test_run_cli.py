@@ -384,10 +384,10 @@ def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
 
 
 def test_cli_minimum_cycles_matches_the_plugin() -> None:
-    from fd_conformance import plugin
     from fd_conformance.cli import run as run_cli
+    from fd_conformance.plugin import options
 
-    assert run_cli.MIN_CYCLES == plugin.MIN_CYCLES == 3
+    assert run_cli.MIN_CYCLES == options.MIN_CYCLES == 3
 
 
 # --- issue 11: results.jsonl, progress, interruption, the lock on --out, bad inputs ---------------

@@ -21,16 +21,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # ranks import this module by name
 
-from fd_conformance.devices import visible_gpu_count  # noqa: E402
-from fd_conformance.errors import UsageError  # noqa: E402
-from fd_conformance.findings import RULES  # noqa: E402
-from fd_conformance.distributed.world import DistributedWorld, RankContext, WorldOutcome  # noqa: E402
-from fd_conformance.distributed.capture_plan import (  # noqa: E402
+from fd_conformance.devices import visible_gpu_count
+from fd_conformance.distributed.capture_plan import (
     capture_in_agreed_order,
     captured_order,
     check_capture_plans,
     exchange_capture_plans,
 )
+from fd_conformance.distributed.world import DistributedWorld, RankContext, WorldOutcome
+from fd_conformance.errors import UsageError
+from fd_conformance.findings import RULES
 
 HERE = "test_tensor_parallel"
 CALL_TIMEOUT_S = 240.0  # first call pays torch + transformers import in both ranks on shared CPUs
@@ -406,7 +406,7 @@ def test_gpu_hung_rank_reported_and_session_goes_on(gpu_world: DistributedWorld)
 @pytest.mark.gpu
 @needs_two_gpus
 def test_gpu_two_xdist_workers_get_one_gpu_each(tmp_path: Path) -> None:
-    """The plugin's controller hands each xdist worker its own GPU (fd_conformance.xdist_gpus)."""
+    """The plugin's controller hands each xdist worker its own GPU (fd_conformance.plugin.gpus)."""
     (tmp_path / "test_which_gpu.py").write_text(
         textwrap.dedent(
             """

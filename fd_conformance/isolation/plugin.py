@@ -37,7 +37,7 @@ from fd_conformance.isolation.results import (
     plan_record,
     session_record,
 )
-from fd_conformance.plugin import PROP_PREFIX, case_properties, failure_reason
+from fd_conformance.matrix_keys import PROP_PREFIX, case_properties, failure_reason
 
 if TYPE_CHECKING:
     # This plugin loads in every pytest session, most of which isolate nothing: the watchdog

@@ -15,12 +15,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
-
-if TYPE_CHECKING:
-    from typing_extensions import NotRequired
 
 SCHEMA_VERSION = 1
 Outcome = Literal["passed", "failed", "skipped", "hang", "crash"]

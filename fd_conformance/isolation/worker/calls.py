@@ -23,7 +23,7 @@ def resolve(target: str) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{target} is not callable")
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def run_call(target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

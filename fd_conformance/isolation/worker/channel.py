@@ -130,7 +130,7 @@ def arm(conn: Connection, stack_path: str, log_path: str) -> Channel:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    _stack_file = open(stack_path, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    _stack_file = open(stack_path, "w", encoding="utf-8")  # lives as long as the process: the C handler writes to it
     faulthandler.register(STACK_SIGNAL, file=_stack_file, all_threads=True, chain=False)
     faulthandler.enable(file=sys.stderr, all_threads=True)  # segfault stacks into the log
     _allow_ptrace_by_anyone()

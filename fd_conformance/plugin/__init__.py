@@ -1,0 +1,76 @@
+"""pytest plugin (pytest11 entry point): markers, options, fixtures and the conformance matrix.
+
+Loading it must cost nothing when unused: no framework (or numpy) import at module level; cases,
+runtimes and reports are imported only when a session actually uses them.
+
+  options     option names, help, defaults and validation
+  items       an item's case, matrix column and matrix keys (shared with the isolation parent)
+  collection  the session's cases, parametrized per device; skips decided at collection
+  fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
+  matrix      matrix keys on the deciding report, ConformanceSession, the reports
+  xdist, gpus a GPU per xdist worker; ``-n auto`` on a GPU host
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fd_conformance.isolation.messages import WORKER_ENV
+from fd_conformance.plugin.collection import CASES_KEY, load_session_cases
+from fd_conformance.plugin.gpus import pin_worker_gpu
+from fd_conformance.plugin.matrix import SESSION_KEY, ConformanceSession
+from fd_conformance.plugin.options import (
+    CYCLES_KEY,
+    DEVICES_KEY,
+    FD_CASES_FILE,
+    FD_CYCLES,
+    FD_DEVICE,
+    FD_MODEL,
+    FD_REPORT,
+    FD_RUNTIME,
+    resolve_devices,
+    validate_cycles,
+    validate_report_dir,
+    validate_runtime,
+)
+
+__all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "SESSION_KEY"]
+
+# The plugin's parts, each a pytest plugin module of its own; hang/crash isolation: options, marker, worker.
+pytest_plugins = [
+    "fd_conformance.plugin.options",
+    "fd_conformance.plugin.collection",
+    "fd_conformance.plugin.fixtures",
+    "fd_conformance.plugin.matrix",
+    "fd_conformance.plugin.xdist",
+    "fd_conformance.isolation.plugin",
+]
+
+GPU_MARKER_HELP = "gpu: needs a CUDA device; skipped with a reason when none is visible"
+CONFORMANCE_MARKER_HELP = (
+    "conformance(check): a graph-opt contract check from fd_conformance.suite; check names its matrix column"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", GPU_MARKER_HELP)
+    config.addinivalue_line("markers", CONFORMANCE_MARKER_HELP)
+    # First thing on a worker: pin its GPU before any framework can initialise CUDA.
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        pin_worker_gpu(workerinput)
+    validate_runtime(config.getoption(FD_RUNTIME))
+    config.stash[CYCLES_KEY] = validate_cycles(config.getoption(FD_CYCLES))
+    validate_report_dir(config.getoption(FD_REPORT))
+    config.stash[DEVICES_KEY] = resolve_devices(config.getoption(FD_DEVICE))
+    config.stash[CASES_KEY] = None
+    # Results are gathered where reports converge: the xdist controller, never an xdist worker or
+    # an isolation worker (whose reports the isolating parent replays into its own session).
+    if workerinput is None and not os.environ.get(WORKER_ENV):
+        session = ConformanceSession(config)
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, "fd-conformance-session")
+    if config.getoption(FD_MODEL) or config.getoption(FD_CASES_FILE) is not None:
+        load_session_cases(config)  # fail fast, before collection, on a bad spec or cases file

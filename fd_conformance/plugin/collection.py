@@ -1,0 +1,96 @@
+"""Collection: the session's cases, one parametrized row per case and device, skips decided early."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from fd_conformance.devices import no_gpu_reason
+from fd_conformance.matrix_keys import case_of, check_name
+from fd_conformance.plugin.options import (
+    DEVICES_KEY,
+    FD_CASES_FILE,
+    FD_INCLUDE_MUTANTS,
+    FD_MODEL,
+    FD_RUNTIME,
+    raises_pytest_usage_error,
+)
+
+if TYPE_CHECKING:
+    from fd_conformance.cases import ModelCase
+
+CASES_KEY: pytest.StashKey[list[ModelCase] | None] = pytest.StashKey()
+
+
+@raises_pytest_usage_error
+def load_session_cases(config: pytest.Config) -> list[ModelCase]:
+    """The cases this session certifies; --fd-model errors become one-line usage errors."""
+    cached = config.stash.get(CASES_KEY, None)
+    if cached is not None:
+        return cached
+    # Here, not at import: a session that certifies nothing loads neither cases nor runtimes.
+    from fd_conformance.cases import read_selection, select_cases
+    from fd_conformance.runtime import installed_runtimes
+
+    cases_file: str | None = config.getoption(FD_CASES_FILE)
+    cases = select_cases(
+        config.getoption(FD_MODEL),
+        runtime=config.getoption(FD_RUNTIME),
+        include_mutants=config.getoption(FD_INCLUDE_MUTANTS),
+        installed_runtimes=installed_runtimes(),
+        selection=read_selection(cases_file) if cases_file is not None else None,
+        selection_source=f"{FD_CASES_FILE} {cases_file}",
+    )
+    config.stash[CASES_KEY] = cases
+    return cases
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "fd_case" not in metafunc.fixturenames:
+        return
+    cases = load_session_cases(metafunc.config)
+    params = []
+    for case in cases:
+        for device in metafunc.config.stash[DEVICES_KEY]:
+            marks = [pytest.mark.gpu] if device == "cuda" else []
+            params.append(pytest.param(case, device, id=f"{case.name}-{device}", marks=marks))
+    if not params:
+        params = [pytest.param(None, "cpu", id="no-cases", marks=pytest.mark.skip(reason=no_cases_reason(metafunc.config)))]
+    metafunc.parametrize(("fd_case", "fd_device"), params)
+
+
+def framework_free_first(items: list[pytest.Item]) -> None:
+    """Checks that build no model (C6 config: it needs the case, not a runtime) run first: their
+    results come in seconds, before the first framework import and model build (torch plus
+    transformers: 10-20 s in a fresh worker), so a broken config fails fast. Stable otherwise:
+    every other item keeps pytest's order, and each check is independent of the others."""
+    items.sort(key=lambda item: case_of(item) is None or "fd_runtime" in getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    framework_free_first(items)
+    for item in items:
+        case = case_of(item)
+        if case is not None and case.checks is not None and check_name(item) not in case.checks:
+            item.add_marker(pytest.mark.skip(reason=f"{case.name} is certified on {', '.join(sorted(case.checks))} only"))
+    reason = no_gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
+def no_cases_reason(config: pytest.Config) -> str:
+    """Why a suite test has no case to run: an empty cases file is a deliberate "nothing to certify"."""
+    cases_file = config.getoption(FD_CASES_FILE)
+    if cases_file is not None:
+        from fd_conformance.cases import read_selection  # only with a cases file: see load_session_cases
+
+        if not read_selection(cases_file):
+            return f"nothing to certify: {FD_CASES_FILE} {cases_file} selects no case"
+    return "no model cases selected (see --fd-model/--fd-runtime/--fd-cases-file)"
+
+

@@ -1,0 +1,134 @@
+"""The fixtures the shipped suites use: cycles, a fresh runtime, the case's subject, a verdict."""
+
+from __future__ import annotations
+
+import gc
+import traceback
+from collections.abc import Generator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from fd_conformance.errors import UsageError
+from fd_conformance.matrix_keys import RUNTIME_INFO_KEY, VERDICT_KEY, check_name
+from fd_conformance.plugin.options import CYCLES_KEY
+from fd_conformance.verdict import CheckVerdict
+
+if TYPE_CHECKING:
+    from fd_conformance.cases import ModelCase, Subject
+    from fd_conformance.runtime.base import Runtime
+
+
+@pytest.fixture
+def fd_cycles(request: pytest.FixtureRequest) -> int:
+    """Weight-update cycles for C4 (--fd-cycles)."""
+    return request.config.stash[CYCLES_KEY]
+
+
+@pytest.fixture
+def fd_runtime(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: str) -> Runtime:
+    """A fresh runtime adapter per test, so one test's events never reach another's recorder."""
+    from fd_conformance.runtime import get_runtime, installed_runtimes  # the runtime layer only for suite tests
+
+    if fd_case.runtime not in installed_runtimes():
+        pytest.skip(f"runtime {fd_case.runtime!r} is not installed here")
+    freeze_long_lived()
+    try:
+        runtime = get_runtime(fd_case.runtime, fd_device)
+    except UsageError as err:
+        pytest.skip(str(err))
+    request.node.stash[RUNTIME_INFO_KEY] = {
+        "runtime": runtime.name,
+        "runtime_version": runtime.version,
+        "device_name": runtime.device_name(),
+        "graphs_real": runtime.graphs_are_real,
+    }
+    return runtime
+
+
+def freeze_long_lived() -> None:
+    """Move every object alive before this test's runtime exists (modules, the framework, pytest
+    state) out of the collector's reach: a full ``gc.collect()`` with torch and transformers
+    loaded walks ~380k objects (0.13 s), and the checks collect before every memory reading, so
+    a reused worker spent seconds per check re-scanning imports. Nothing of a test is frozen:
+    the previous subject was released and collected in its teardown, and this test's runtime,
+    model and graphs are created after the freeze, so a dropped graph is still collected (and
+    still reported when it is not)."""
+    gc.collect()
+    gc.freeze()
+
+
+# The Subject / ModelRunner protocol members a check touches (cases.Subject, cases.ModelRunner).
+SUBJECT_MEMBERS = ("runtime", "wrapper", "draft", "runner", "make_inputs", "forward", "eager_forward", "new_weights", "graphs")
+RUNNER_MEMBERS = ("use_cudagraph", "draft_model_use_cudagraph", "capture_model", "clear_parameters", "update_parameters")
+
+
+def missing_subject_members(subject: object) -> list[str]:
+    """Protocol members the factory's result lacks ("runner.x" for the runner's): checked up
+    front, so a case author reads one line instead of an AttributeError deep inside a check."""
+    missing = [name for name in SUBJECT_MEMBERS if not hasattr(subject, name)]
+    runner = getattr(subject, "runner", None)
+    if runner is not None:
+        missing += [f"runner.{name}" for name in RUNNER_MEMBERS if not hasattr(runner, name)]
+    return missing
+
+
+@pytest.fixture
+def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, None, None]:
+    """The case's model built on this test's runtime, torn down after the test.
+
+    Teardown resets every graph the subject still owns and drops it before the next test: in a
+    reused (xdist or isolation) worker a mutant's leftover graphs and pools would otherwise be
+    measured as the NEXT test's memory or live graphs."""
+    try:
+        subject = fd_case.factory(fd_runtime)
+    except Exception as err:  # noqa: BLE001 - any factory error is the case author's report, one line
+        # The exception's type and message are the report (terminal, matrix cell, conformance.json);
+        # its traceback goes to captured stderr, which pytest.log keeps for debugging.
+        traceback.print_exc()
+        first = (str(err).strip().splitlines() or [""])[0]
+        pytest.fail(
+            f"{fd_case.name}: the case factory raised {type(err).__name__}: {first}; "
+            "fix: make the factory build its Subject on this runtime (traceback in the captured stderr)",
+            pytrace=False,
+        )
+    missing = missing_subject_members(subject)
+    if missing:
+        pytest.fail(
+            f"{fd_case.name}: the factory returned a {type(subject).__name__} without {', '.join(missing)}; "
+            "fix: return an object with every fd_conformance.cases.Subject member",
+            pytrace=False,
+        )
+    yield subject
+    release_subject(subject, fd_runtime)
+
+
+def release_subject(subject: Subject, runtime: Runtime) -> None:
+    """Best-effort cleanup: reset graphs directly (the model's own clear may be the mutant's bug),
+    then collect garbage and return cached memory to the device."""
+    try:
+        graphs = list(subject.graphs())
+    except Exception:  # noqa: BLE001 - a broken subject was already judged by its check
+        graphs = []
+    for graph in graphs:
+        try:
+            graph.reset()
+        except Exception:  # noqa: BLE001 - resetting a half-dead graph must not fail teardown
+            pass
+    del graphs, subject
+    gc.collect()
+    try:
+        runtime.synchronize()
+        runtime.empty_cache()
+    except Exception:  # noqa: BLE001 - a poisoned device is the check's finding, not teardown's
+        pass
+
+
+@pytest.fixture
+def fd_verdict(request: pytest.FixtureRequest) -> CheckVerdict:
+    """Where a check records findings; ``conclude()`` fails the test on errors."""
+    verdict = CheckVerdict(check_name(request.node))
+    request.node.stash[VERDICT_KEY] = verdict
+    return verdict
+
+

@@ -1,0 +1,161 @@
+"""The conformance matrix: matrix keys on each deciding report, the session's results, the reports.
+
+Session state lives in :class:`pytest.StashKey` slots, the way pytest's own faulthandler plugin
+keeps it, so nothing leaks between sessions run in one process (pytester, ``fd-conformance run``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
+from fd_conformance.matrix_keys import PROP_PREFIX, RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties, failure_reason
+from fd_conformance.plugin.options import FD_ALLOW_EMPTY, FD_INCLUDE_MUTANTS, FD_REPORT
+
+if TYPE_CHECKING:
+    from fd_conformance.report import CheckResult
+
+SESSION_KEY: pytest.StashKey[ConformanceSession] = pytest.StashKey()
+
+
+def _is_final(report: pytest.TestReport) -> bool:
+    """A report that decides a test's outcome: the call, a setup that did not pass, or a failed
+    teardown (a hang while the subject's graphs are destroyed must reach the matrix too)."""
+    return report.when == "call" or (report.when == "setup" and not report.passed) or (
+        report.when == "teardown" and report.failed
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    add_matrix_keys(item, report)
+    return report
+
+
+def add_matrix_keys(item: pytest.Item, report: pytest.TestReport) -> None:
+    """The matrix keys (and a caught mutant's xfail) on a suite test's deciding report."""
+    if not _is_final(report):
+        return
+    # Added at the deciding report (not at setup: a skip mark fires before any setup hook of ours),
+    # to the item too, so JUnit XML writes them as <property> elements.
+    props = case_properties(item)
+    if not props:
+        return
+    case = case_of(item)
+    assert case is not None  # case_properties returned keys, so the item has a case
+    info = item.stash.get(RUNTIME_INFO_KEY, None)
+    if info is not None:
+        props.extend((PROP_PREFIX + k, v) for k, v in info.items())
+    verdict = item.stash.get(VERDICT_KEY, None)
+    if verdict is not None:
+        props.append((PROP_PREFIX + "findings", json.dumps([f.to_dict() for f in verdict.findings])))
+        codes = verdict.error_codes
+        if (
+            report.failed
+            and report.when == "call"
+            and codes
+            and item.config.getoption(FD_INCLUDE_MUTANTS)
+            and case.is_mutant
+            and set(codes) <= set(case.expected_findings)
+        ):
+            # An expected violation: the check caught the defect the mutant was built with.
+            report.outcome = "skipped"
+            report.wasxfail = f"mutant {case.name} caught: {','.join(codes)}"
+    item.user_properties.extend(props)
+    report.user_properties.extend(props)
+
+
+class ConformanceSession:
+    """Per-session collector (registered as a plugin object, kept in the config stash): turns
+    suite reports into :class:`CheckResult` records on the controller, prints the matrix and
+    writes the reports."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[CheckResult] = []
+        self.expect_mutants = bool(config.getoption(FD_INCLUDE_MUTANTS))
+        self.nothing_certified: str | None = None  # why, when the session certified nothing
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if PROP_PREFIX + "case" not in props or not _is_final(report):
+            return
+        self.results.append(result_from_report(report, props))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from fd_conformance import report  # the reports' code only in sessions that certified something
+
+        if self.results and self.expect_mutants and report.exit_code(self.results, True) != 0 and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a mutant was missed: a check lost its teeth
+        out = self.config.getoption(FD_REPORT)
+        if out:  # written even when empty: "nothing ran" must be visible to `fd-conformance run`
+            report.write_reports(Path(out), self.results, self.expect_mutants)
+        if (
+            self.results
+            and not any(r.outcome != report.SKIPPED for r in self.results)
+            and not self.config.getoption(FD_ALLOW_EMPTY)
+            and session.exitstatus == pytest.ExitCode.OK
+        ):
+            # Every conformance check skipped (`-m gpu` without a GPU, a framework missing): the
+            # session proved nothing, and exit 0 would let a CI job go green on it.
+            self.nothing_certified = report.nothing_ran_reason(self.results)
+            session.exitstatus = EXIT_NOTHING_CERTIFIED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.nothing_certified:
+            terminalreporter.write_line(
+                f"fd-conformance: certified nothing (exit 4): {self.nothing_certified}; "
+                "fix: run where the rows can run (a GPU for cuda rows, the framework installed), or pass --fd-allow-empty",
+                red=True,
+            )
+        if not self.results:
+            return
+        from fd_conformance.report import format_matrix
+
+        terminalreporter.section("fd-conformance matrix")
+        terminalreporter.write_line(format_matrix(self.results, self.expect_mutants))
+
+
+def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> CheckResult:
+    """One suite test's final report as a CheckResult."""
+    from fd_conformance.report import FAILED, PASSED, SKIPPED, XFAILED, CheckResult
+
+    if hasattr(report, "wasxfail"):
+        outcome = XFAILED
+    elif report.failed:
+        outcome = FAILED
+    elif report.skipped:
+        outcome = SKIPPED
+    else:
+        outcome = PASSED
+    findings = json.loads(str(props.get(PROP_PREFIX + "findings", "[]")))
+    message = ""
+    if report.failed and report.longrepr:
+        message = failure_reason(report)
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    graphs_real = props.get(PROP_PREFIX + "graphs_real")
+    return CheckResult(
+        nodeid=report.nodeid,
+        case=str(props[PROP_PREFIX + "case"]),
+        device=str(props.get(PROP_PREFIX + "device", "")),
+        check=str(props.get(PROP_PREFIX + "check", "")),
+        outcome=outcome,
+        codes=sorted({f["code"] for f in findings if f["severity"] == "error"}),
+        warnings=sorted({f["code"] for f in findings if f["severity"] != "error"}),
+        findings=findings,
+        expected=[c for c in str(props.get(PROP_PREFIX + "expected", "")).split(",") if c],
+        message=message,
+        duration=report.duration,
+        runtime=str(props.get(PROP_PREFIX + "runtime", "")),
+        runtime_version=str(props.get(PROP_PREFIX + "runtime_version", "")),
+        device_name=str(props.get(PROP_PREFIX + "device_name", "")),
+        graphs_real=graphs_real if isinstance(graphs_real, bool) else None,
+    )

@@ -1,0 +1,127 @@
+"""The plugin's command-line options: names, help, defaults, and their validation.
+
+Option names are constants (pytest-timeout's style) so the code that reads an option and the
+help, errors and tests that name it cannot drift apart. Each validator turns the shared
+:mod:`fd_conformance.errors` validator's ``UsageError`` into pytest's, which pytest prints as one
+line and exits 4 on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+import pytest
+
+from fd_conformance.devices import visible_gpu_count
+from fd_conformance.errors import UsageError, validate_choice, validate_directory, validate_int
+
+FD_MODEL = "--fd-model"
+FD_RUNTIME = "--fd-runtime"
+FD_CYCLES = "--fd-cycles"
+FD_REPORT = "--fd-report"
+FD_INCLUDE_MUTANTS = "--fd-include-mutants"
+FD_CASES_FILE = "--fd-cases-file"
+FD_DEVICE = "--fd-device"
+FD_ALLOW_EMPTY = "--fd-allow-empty"
+
+FD_MODEL_HELP = (
+    "model case(s) to certify, as module:attr or path/to/file.py:attr naming a ModelCase, a list of them "
+    "or a zero-argument factory; repeatable. Default: every installed case (entry point group "
+    "fd_conformance.cases), mutants excluded."
+)
+FD_RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (every installed one). Default: auto."
+FD_CYCLES_HELP = "weight-update cycles in the weight-cycle check (C4), at least 3 to show steady growth. Default: 5."
+FD_REPORT_HELP = "directory to write conformance.json and certificate.md into at the end of the session."
+FD_INCLUDE_MUTANTS_HELP = (
+    "also run the installed mutants and expect their findings: a mutant's failing check counts as caught "
+    "(xfail) when it reports only expected codes, and the session fails unless every mutant reports "
+    "exactly its expected codes."
+)
+FD_CASES_FILE_HELP = (
+    "certify only the cases named in FILE (one name per line, # comments), as `fd-conformance changed "
+    "--output FILE` writes it; an unknown name is a usage error, an empty file selects no case (every suite "
+    "test skips: nothing to certify)."
+)
+FD_DEVICE_HELP = (
+    "which rows to collect: all (default; cuda rows skip without a GPU), cpu (host-emulated graphs), "
+    "cuda (real graphs) or auto (cuda when a GPU is visible, else cpu)."
+)
+FD_ALLOW_EMPTY_HELP = (
+    "exit 0 even when every conformance check was skipped (e.g. -m gpu on a machine without a GPU). "
+    "By default such a session exits 4: a CI job that certified nothing must not go green."
+)
+RUNTIME_CHOICES = ("auto", "torch", "paddle")
+DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
+DEFAULT_CYCLES = 5
+MIN_CYCLES = 3  # "growth in every cycle" needs two deltas, so three measured cycles
+DEVICES = ("cpu", "cuda")
+
+CYCLES_KEY = pytest.StashKey[int]()
+DEVICES_KEY: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fd-conformance", "graph-opt conformance suites")
+    group.addoption(FD_MODEL, action="append", default=[], metavar="SPEC", help=FD_MODEL_HELP)
+    group.addoption(FD_RUNTIME, default="auto", metavar="NAME", help=FD_RUNTIME_HELP)
+    group.addoption(FD_CYCLES, default=str(DEFAULT_CYCLES), metavar="N", help=FD_CYCLES_HELP)
+    group.addoption(FD_REPORT, default=None, metavar="DIR", help=FD_REPORT_HELP)
+    group.addoption(FD_INCLUDE_MUTANTS, action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
+    group.addoption(FD_CASES_FILE, default=None, metavar="FILE", help=FD_CASES_FILE_HELP)
+    group.addoption(FD_DEVICE, default="all", metavar="ROWS", help=FD_DEVICE_HELP)
+    group.addoption(FD_ALLOW_EMPTY, action="store_true", default=False, help=FD_ALLOW_EMPTY_HELP)
+
+
+def raises_pytest_usage_error(validator: Callable[P, R]) -> Callable[P, R]:
+    """The validator's ``UsageError`` as pytest's (same one-line text)."""
+
+    @wraps(validator)
+    def validate(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return validator(*args, **kwargs)
+        except UsageError as err:
+            raise pytest.UsageError(str(err)) from None
+
+    return validate
+
+
+@raises_pytest_usage_error
+def validate_runtime(value: str) -> str:
+    """--fd-runtime: a known framework name that is installed here."""
+    validate_choice(value, FD_RUNTIME, RUNTIME_CHOICES)
+    if value == "auto":
+        return value  # nothing to look up: keeps every session that does not certify import-cheap
+    # Only when a framework is named: a session that certifies nothing never loads the runtime layer.
+    from fd_conformance.runtime import installed_runtimes
+
+    if value not in installed_runtimes():
+        raise UsageError(f"{FD_RUNTIME} {value!r} is not installed", f"pip install 'fd-conformance[{value}]' or use auto")
+    return value
+
+
+@raises_pytest_usage_error
+def validate_cycles(value: str) -> int:
+    """--fd-cycles: an integer >= MIN_CYCLES."""
+    return validate_int(value, FD_CYCLES, minimum=MIN_CYCLES, example=DEFAULT_CYCLES, why="steady growth needs two deltas")
+
+
+@raises_pytest_usage_error
+def resolve_devices(value: str) -> tuple[str, ...]:
+    """--fd-device: the device rows to collect; "auto" asks the machine (without a framework import)."""
+    validate_choice(value, FD_DEVICE, DEVICE_CHOICES)
+    if value == "all":
+        return DEVICES
+    if value == "auto":
+        return ("cuda",) if visible_gpu_count() > 0 else ("cpu",)
+    return (value,)
+
+
+@raises_pytest_usage_error
+def validate_report_dir(value: str | None) -> str | None:
+    """--fd-report: a directory (created when missing), not an existing file."""
+    return None if value is None else validate_directory(value, FD_REPORT)
