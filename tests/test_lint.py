@@ -145,9 +145,8 @@ def test_fastdeploy_common_tree_holds_no_defect() -> None:
 
 
 def test_reference_models_package_is_clean() -> None:
-    package = REPO / "fd_reference_models"
-    if not package.is_dir():
-        pytest.skip("fd_reference_models/ does not exist yet")
+    package = REPO / "models" / "fd_reference_models"
+    assert package.is_dir(), f"{package} is missing: the reference zoo moved, point this test at it"
     result = lint_paths([package], root=REPO)
     assert [f.format() for f in result.findings if f.is_error] == []
 
@@ -378,7 +377,7 @@ def test_fix_on_fastdeploy_tree_clears_every_legacy_warning(tmp_path: Path) -> N
 def test_configured_helpers_catch_the_reference_mutants(tmp_path: Path) -> None:
     """Cross-check with the runtime side: the reference runner's order mutants, linted with the
     repository's helper names configured, are caught statically; the good runner is clean."""
-    mutants = REPO / "fd_reference_models" / "runner_mutants.py"
+    mutants = REPO / "models" / "fd_reference_models" / "runner_mutants.py"
     runner = REPO / "fd_conformance" / "engine" / "runner.py"  # the runner body (the reference one re-exports it)
     assert mutants.is_file() and runner.is_file(), "the reference runner or its mutants moved: point this test at them"
     assert "def clear_parameters" in runner.read_text(), f"{runner} holds no clear_parameters to lint"
@@ -639,10 +638,10 @@ def test_exclude_applies_to_explicitly_named_files(tmp_path: Path, monkeypatch: 
     named = lint_paths([tmp_path / "gen" / "m.py", tmp_path / "keep.py"], cfg, root=tmp_path, use_context=False)
     assert named.files_scanned == 1 and _found(named) == {("FDC001", "keep.py", 1)}
     # This repository's own hook: mutants.py is excluded in pyproject.toml, named or not.
-    if (REPO / "fd_reference_models" / "mutants.py").is_file():
-        monkeypatch.chdir(REPO)
-        assert main(["lint", "fd_reference_models/mutants.py"]) == EXIT_OK
-        assert main(["lint", "fd_reference_models"]) == EXIT_OK
+    assert (REPO / "models" / "fd_reference_models" / "mutants.py").is_file(), "the reference mutants moved: point this test at them"
+    monkeypatch.chdir(REPO)
+    assert main(["lint", "models/fd_reference_models/mutants.py"]) == EXIT_OK
+    assert main(["lint", "models/fd_reference_models"]) == EXIT_OK
 
 
 def test_subclass_named_like_its_base_inherits_the_clear(tmp_path: Path) -> None:
