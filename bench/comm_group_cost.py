@@ -22,6 +22,7 @@ import sys
 
 from fd_conformance.devices import visible_gpu_count
 
+PROBE_BOUND_S = 90.0  # one variant's probe; a kept-world restart once hung here on an H200
 PROBE = r"""
 import json, statistics, sys, time
 device, repeat = sys.argv[1], int(sys.argv[2])
@@ -73,7 +74,12 @@ def main() -> int:
     variants = [{}] + ([{"TORCH_NCCL_ENABLE_MONITORING": "0"}] if device == "cuda" else [])
     for variant in variants:
         env = {**os.environ, **variant}
-        proc = subprocess.run([sys.executable, "-c", PROBE, device, str(args.repeat)], capture_output=True, text=True, timeout=300, env=env)
+        try:
+            proc = subprocess.run([sys.executable, "-c", PROBE, device, str(args.repeat)], capture_output=True, text=True,
+                                  timeout=PROBE_BOUND_S, env=env)  # fmt: skip
+        except subprocess.TimeoutExpired:  # a group call that never returns is a finding, not a figure
+            print(f"probe killed at the {PROBE_BOUND_S:.0f} s bound ({variant or 'default environment'})")
+            return 1
         if proc.returncode:
             print(f"probe failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
             return 1

@@ -30,20 +30,23 @@ step kit-gpu-tests 200 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs
 # 2. the main job on real graphs (default -n auto: workers share the GPU): all reference models certified
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
-# 3. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
-step xdist-verdicts 250 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
-# 4. leak-detection resolution: noise floor of the clear check over 20 cycles on every good model
+# 3. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
+step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
+# 4. the main job with every bundled mutant at -n 8 (serial is xdist-verdicts' reference)
+step suite-time-mutants 150 $PY bench/suite_time.py --device cuda --include-mutants --workers 8
+# 5. first-result latency: launch -> first result and first model check, the phases of that
+#    check, and the first model build's costliest calls
+step first-result 100 $PY bench/first_result.py --device cuda --sessions isolated --profile 40
+# 6. what a real NCCL group's start and restart cost (every build and C4 cycle pays one)
+step comm-cost 90 $PY bench/comm_group_cost.py --repeat 5
+# 7. leak-detection resolution: noise floor of the clear check over 20 cycles on every good model
 #    (ours and the outside-style Acme model) and the smallest leak the 4 KiB threshold reports
 step leak-resolution 120 $PY bench/leak_resolution.py --cycles 20
-# 5. first-result latency: launch -> first check's result, and the phases of that first check
-step first-result 100 $PY bench/first_result.py --device cuda --sessions isolated
-# 5b. where the main job's serial session spends its time, test by test (what to cut next)
+# 8. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
+step xdist-verdicts 250 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
+# 9. where the main job's serial session spends its time, test by test (what to cut next)
 step suite-durations 120 $PY -m pytest --pyargs fd_conformance.suite -m gpu -k cuda -q -p no:cacheprovider --durations=30
-# 6. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
-step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
-# 7. the main job with every bundled mutant at -n auto (serial is xdist-verdicts' reference)
-step suite-time-mutants 150 $PY bench/suite_time.py --device cuda --include-mutants --workers 8
-# 8. stacks of an in-process (--fd-isolate=off) cuda session at 40 s (one outlived 120 s inside
+# 10. stacks of an in-process (--fd-isolate=off) cuda session at 40 s (one outlived 120 s inside
 #    bench/first_result.py once; alone it took 18 s)
 inprocess_stacks() {
   timeout 60 $PY -m pytest --pyargs fd_conformance.suite -p no:cacheprovider -v -m gpu -k "cuda and torch-glm4-moe-cuda" --fd-isolate=off >"$OUT/inprocess.log" 2>&1 &
