@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fd_conformance.devices import visible_gpu_count
 from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding
 from fd_conformance.isolation import messages
@@ -125,8 +126,6 @@ class DistributedWorld:
         if device not in ("cpu", "cuda"):
             raise UsageError(f"unknown device {device!r} for a distributed world", "use 'cpu' or 'cuda'")
         if device == "cuda":
-            from fd_conformance.devices import visible_gpu_count
-
             if visible_gpu_count() < world_size:
                 raise UsageError(
                     f"a {world_size}-rank CUDA world needs {world_size} GPUs, {visible_gpu_count()} visible",

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from fd_conformance.errors import UsageError
+from fd_conformance.devices import no_gpu_reason
+from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.isolation import messages
 from fd_conformance.isolation.results import (
     FINISHED,
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
     from fd_conformance.isolation.process import RunResult
     from fd_conformance.isolation.watchdog import Watchdog
 
+FD_ISOLATE = "--fd-isolate"
+FD_TIMEOUT = "--fd-timeout"
+FD_RESULTS = "--fd-results"
+FD_NO_SPARE = "--fd-no-spare"
 ISOLATE_CHOICES = ("marked", "all", "off")
 ISOLATE_HELP = (
     "which tests run in a spawned isolation worker watched from outside: marked (default: tests marked "
@@ -73,10 +78,10 @@ CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fd-conformance isolation")
-    group.addoption("--fd-isolate", choices=ISOLATE_CHOICES, default="marked", help=ISOLATE_HELP)
-    group.addoption("--fd-timeout", default=None, metavar="SECONDS", help=TIMEOUT_HELP)
-    group.addoption("--fd-results", default=None, metavar="FILE", help=RESULTS_HELP)
-    group.addoption("--fd-no-spare", action="store_true", default=False, help=NO_SPARE_HELP)
+    group.addoption(FD_ISOLATE, choices=ISOLATE_CHOICES, default="marked", help=ISOLATE_HELP)
+    group.addoption(FD_TIMEOUT, default=None, metavar="SECONDS", help=TIMEOUT_HELP)
+    group.addoption(FD_RESULTS, default=None, metavar="FILE", help=RESULTS_HELP)
+    group.addoption(FD_NO_SPARE, action="store_true", default=False, help=NO_SPARE_HELP)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -114,11 +119,9 @@ def _skipped_before_setup(item: pytest.Item) -> bool:
 
 
 def _gpu_item_without_gpu(item: pytest.Item) -> bool:
-    """Decided before plugin.py adds its skip mark, for the prestart choice only."""
+    """Decided before fd_conformance.plugin.collection adds its skip mark, for the prestart choice only."""
     if item.get_closest_marker("gpu") is None:
         return False
-    from fd_conformance.devices import no_gpu_reason
-
     return no_gpu_reason() is not None
 
 
@@ -137,19 +140,19 @@ class IsolationController:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.in_worker = os.environ.get(messages.WORKER_ENV) == "1"
-        self.mode = "off" if self.in_worker else str(config.getoption("fd_isolate", "marked"))
+        self.mode = "off" if self.in_worker else str(config.getoption(FD_ISOLATE, "marked"))
         self.timeouts: dict[str, float] = {}
         self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
         self.watchdog: Watchdog | None = None
         self.extras: dict[str, dict[str, Any]] = {}
         self.partial: dict[str, ResultRecord] = {}
         self.log: ResultLog | None = None
-        results = config.getoption("fd_results", None)
+        results = config.getoption(FD_RESULTS, None)
         # Under xdist the workers write (they see the isolation evidence); the controller would duplicate.
         if results and not self.in_worker and not _is_xdist_controller(config):
             self.log = ResultLog(results)
         self.default_timeout = self._default_timeout()
-        self.spares = 0 if config.getoption("fd_no_spare", False) else 1
+        self.spares = 0 if config.getoption(FD_NO_SPARE, False) else 1
         # A worker is prestarted only where items really run: not in xdist's controller (its
         # workers run them), not for --collect-only, not with isolation off.
         self.prestart_allowed = (
@@ -157,11 +160,9 @@ class IsolationController:
         )
 
     def _default_timeout(self) -> float:
-        from fd_conformance.errors import validate_timeout
-
-        own = self.config.getoption("fd_timeout", None)
+        own = self.config.getoption(FD_TIMEOUT, None)
         if own is not None:
-            return validate_timeout(own, "--fd-timeout")
+            return validate_timeout(own, FD_TIMEOUT)
         theirs = self.config.getoption("timeout", None)  # pytest-timeout, when installed
         if theirs:
             return validate_timeout(theirs, "--timeout")
@@ -232,8 +233,6 @@ class IsolationController:
         self.watchdog.spares = self.spares if len(isolated) > 1 else 0
 
     def _item_timeout(self, item: pytest.Item) -> float:
-        from fd_conformance.errors import validate_timeout
-
         for name, source in (("isolated", "@pytest.mark.isolated(timeout)"), ("timeout", "@pytest.mark.timeout")):
             value = _marker_timeout(item, name)
             if value is not None:
