@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from fd_conformance.isolation import messages
-from fd_conformance.isolation.messages import WORKER_ENV
+from fd_conformance.isolation.messages import EVENT, PROBED, READY, WORKER_ENV, Message, receive, send
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection  # annotations only: the parent's plugin imports this module
@@ -39,16 +38,16 @@ class Channel:
 
     def send(self, name: str, **fields: Any) -> None:
         with self._lock:
-            messages.send(self.conn, name, **fields)
+            send(self.conn, name, **fields)
 
-    def recv(self) -> messages.Message:
-        return messages.receive(self.conn)
+    def recv(self) -> Message:
+        return receive(self.conn)
 
     def ready(self, collected: list[str]) -> None:
-        self.send(messages.READY, pid=os.getpid(), main_thread_ident=threading.main_thread().ident, collected=collected)
+        self.send(READY, pid=os.getpid(), main_thread_ident=threading.main_thread().ident, collected=collected)
 
     def answer_probe(self) -> None:
-        self.send(messages.PROBED, **probe())
+        self.send(PROBED, **probe())
 
 
 _channel: Channel | None = None
@@ -65,7 +64,7 @@ def mark(text: str) -> None:
     Call it at points a hang report should name, e.g. ``mark("draft: clear graphs")``."""
     if _channel is not None:
         try:
-            _channel.send(messages.EVENT, text=str(text))
+            _channel.send(EVENT, text=str(text))
         except (OSError, ValueError):  # parent gone: nothing left to report to
             pass
 
