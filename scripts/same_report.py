@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 VOLATILE_KEYS = {"duration", "generated_at", "started", "worker_pid", "worker_spawned", "worker_wait_s"}
-TIMING_TEXT = re.compile(r"\d+(\.\d+)? ?(s|ms)\b|/tmp/[^\s'\"]+|pid \d+")
+# Timings, temp paths, pids and heap addresses (an object's id in a message) change every run.
+TIMING_TEXT = re.compile(r"\d+(\.\d+)? ?(s|ms)\b|/tmp/[^\s'\"]+|pid \d+|0x[0-9a-f]{6,}")
 
 
 def normalised(value: Any) -> Any:

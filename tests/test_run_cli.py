@@ -426,6 +426,22 @@ def _report_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fd_conformance.cli", "report", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+SLOW_MODEL_SOURCE = '''
+import dataclasses
+import time
+
+from author_models.tiny import CASE
+
+
+def _slow_build(runtime):
+    time.sleep(60)
+    return CASE.factory(runtime)
+
+
+SLOW = dataclasses.replace(CASE, name="tiny_slow", factory=_slow_build)
+'''
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_SIGTERM), (signal.SIGINT, EXIT_SIGINT)])
 def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Path, signum: int, code: int) -> None:
     """SIGTERM/SIGINT mid-run: the workers end, the partial report is marked INTERRUPTED and lists
@@ -436,9 +452,13 @@ def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Pa
     (out / "conformance.json").write_text('{"from": "an earlier, finished run"}')
     tmp = model_dir / "tmp"
     tmp.mkdir()
+    # A case whose build takes a minute, listed first: the framework-free config checks report at
+    # once, then its first model check holds the run, so the signal lands mid-run however fast
+    # the tiny cases are (a run of only those ends in seconds, before the test could signal).
+    (model_dir / "author_models" / "slow.py").write_text(SLOW_MODEL_SOURCE)
     env = {**os.environ, "FD_CONFORMANCE_GPU": "0", "TMPDIR": str(tmp)}
-    cmd = [sys.executable, "-m", "fd_conformance.cli", "run", "--model", "author_models.tiny:CASE", "--model", "author_models.tiny:BROKEN",
-           "--out", str(out), "--device", "cpu", "--cycles", "3"]  # fmt: skip
+    cmd = [sys.executable, "-m", "fd_conformance.cli", "run", "--model", "author_models.slow:SLOW", "--model", "author_models.tiny:CASE",
+           "--model", "author_models.tiny:BROKEN", "--out", str(out), "--device", "cpu", "--cycles", "3"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=model_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 300
