@@ -402,7 +402,7 @@ def verdicts_of(document: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 # --- certificate.md ------------------------------------------------------------------------

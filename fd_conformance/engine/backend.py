@@ -75,11 +75,11 @@ class GraphOptBackend:
 
     @property
     def config(self) -> GraphOptConfig:
-        return self.model.graph_opt_config  # type: ignore[no-any-return]
+        return self.model.graph_opt_config
 
     @property
     def runtime(self) -> Runtime:
-        return self.model.runtime  # type: ignore[no-any-return]
+        return self.model.runtime
 
     def rebuild_entries(self) -> None:
         """Empty entries for every capture size: warm-ups run again before the next capture."""

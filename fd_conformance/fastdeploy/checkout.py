@@ -165,7 +165,7 @@ def import_environment(checkout: Checkout) -> Iterator[CompiledOpsShim]:
         if logs is not None:
             os.environ.pop(LOG_DIR_ENV, None)
             shutil.rmtree(logs, ignore_errors=True)
-        importlib.metadata.distribution = real  # type: ignore[assignment]
+        importlib.metadata.distribution = real
         try:
             sys.path.remove(str(checkout.root))
         except ValueError:  # pragma: no cover - FastDeploy rewrote sys.path itself

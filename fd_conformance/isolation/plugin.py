@@ -21,7 +21,7 @@ import os
 import pickle
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -398,7 +398,7 @@ class IsolationController:
         # says what `run`'s report says (runtime, graphs, the findings with their messages).
         for key in ("device", "runtime", "runtime_version", "device_name", "graphs_real"):
             if PROP_PREFIX + key in props:
-                record[key] = props[PROP_PREFIX + key]  # type: ignore[literal-required]
+                cast("dict[str, object]", record)[key] = props[PROP_PREFIX + key]  # keys checked by the loop
         if props.get(PROP_PREFIX + "expected"):
             record["expected"] = [c for c in str(props[PROP_PREFIX + "expected"]).split(",") if c]
         if FINDINGS_PROP in props:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
 
@@ -67,7 +67,8 @@ class ResultRecord(TypedDict):
 # Besides result lines the file holds two kinds of bookkeeping lines (``kind`` set), so a reader can
 # tell a finished session from one that was cut short: which tests the session planned to run
 # (written once collection is final), and how the session ended (written by whoever saw it end).
-PLAN_KIND, SESSION_KIND = "plan", "session"
+PLAN_KIND: Final = "plan"
+SESSION_KIND: Final = "session"
 FINISHED, INTERRUPTED = "finished", "interrupted"
 
 

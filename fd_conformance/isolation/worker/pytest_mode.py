@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -82,7 +82,7 @@ class WorkerSession:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.items = {item.nodeid: item for item in items}
-        self.nodes = {node.nodeid: node for item in items for node in item.listchain()}
+        self.nodes = {node.nodeid: cast("pytest.Item | pytest.Collector", node) for item in items for node in item.listchain()}
 
     def teardown_target(self, nodeid: str | None) -> Any:
         """What to tear down to after an item, given the parent's real next item: that item when
