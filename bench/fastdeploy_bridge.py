@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lint_fastdeploy import export, git_command, resolve  # noqa: E402  (bench/ is not a package)
+from lint_fastdeploy import export, git_command, resolve
 
 # (revision, what it is, what the bridge must report there: table -> codes)
 COMMITS = (
@@ -37,7 +37,11 @@ COMMITS = (
     ("d3e4ae3d4", "main order fixed (clear before release)", {"runner": "-"}),
     ("6693bcd0e^", "before the draft clear existed: draft graphs never destroyed", {"runner": "FDC201 FDC202 FDC203"}),
     ("6693bcd0e", "seed 000: draft clear added AFTER the weight release (the hang)", {"runner": "FDC201 FDC202"}),
-    ("68dbe71d7", "hang fixed, draft clear nested under the main flag (leak)", {"runner": "FDC201 FDC202 FDC203 (main off, draft on)"}),
+    (
+        "68dbe71d7",
+        "hang fixed, draft clear nested under the main flag (leak)",
+        {"runner": "FDC201 FDC202 FDC203 (main off, draft on)"},
+    ),
     ("7707be838^", "seed 004: before the CPU-cache guard", {"config": "FDC401"}),
     ("7707be838", "seed 004: the CPU-cache guard", {"config": "no FDC401"}),
 )
@@ -45,8 +49,17 @@ COMMITS = (
 
 def run_bridge(tree: Path, max_examples: int, full: bool) -> tuple[int, dict | None, float, str]:
     out = tree / "bridge.json"
-    cmd = [sys.executable, "-m", "fd_conformance.cli", "fastdeploy", str(tree), "--json", str(out),
-           "--max-examples", str(max_examples)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fd_conformance.cli",
+        "fastdeploy",
+        str(tree),
+        "--json",
+        str(out),
+        "--max-examples",
+        str(max_examples),
+    ]
     started = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
@@ -63,21 +76,27 @@ def summarise(data: dict) -> dict[str, str]:
     config = data.get("config")
     if config:
         bad = [f"{r['code']}({r['severity'][0]})" for r in config["rows"] if r["minimal"]]
-        lines["config"] = config["error"] or (" ".join(bad) or "clean") + f"  [{config['built']} built, {config['rejected']} refused]"
+        lines["config"] = (
+            config["error"] or (" ".join(bad) or "clean") + f"  [{config['built']} built, {config['rejected']} refused]"
+        )
     models = data.get("models")
     if models:
         errors = sorted({c for r in models["rows"] for c in r["codes"] if c != "FDC002"})
         failing = [r["name"] for r in models["rows"] if any(c != "FDC002" for c in r["codes"])]
-        lines["models"] = models["error"] or (f"{len(models['rows'])} wrappers; {' '.join(errors) or 'clean'} on "
-                                              f"{len(failing)}: {', '.join(failing)}; import failures: "
-                                              f"{len(models['import_failures'])}")
+        lines["models"] = models["error"] or (
+            f"{len(models['rows'])} wrappers; {' '.join(errors) or 'clean'} on "
+            f"{len(failing)}: {', '.join(failing)}; import failures: "
+            f"{len(models['import_failures'])}"
+        )
     runner = data.get("runner")
     if runner:
         hits = []
         for r in runner["rows"]:
             if r["codes"] or r["error"]:
-                combo = (f"main={'on' if r['use_cudagraph'] else 'off'}/draft={'on' if r['draft_model_use_cudagraph'] else 'off'}"
-                         f"/{r['spec_method'] or '-'} {r['method'].split('_')[0]}")
+                combo = (
+                    f"main={'on' if r['use_cudagraph'] else 'off'}/draft={'on' if r['draft_model_use_cudagraph'] else 'off'}"
+                    f"/{r['spec_method'] or '-'} {r['method'].split('_')[0]}"
+                )
                 hits.append(f"{combo}: {r['error'] or ' '.join(sorted(set(r['codes'])))}")
         skipped = sum(1 for r in runner["rows"] if r.get("skipped"))
         lines["runner"] = runner["error"] or ("; ".join(hits) or "clean") + (f"  [{skipped} n/a rows]" if skipped else "")
@@ -115,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         if expected:
             print("   expected: " + "; ".join(f"{k} {v}" for k, v in expected.items()))
         timing = data.get("seconds", {}) if data else {}
-        print(f"   exit {code}; export {exported:.1f} s, bridge {seconds:.1f} s ("
-              + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items()) + ")")
+        print(
+            f"   exit {code}; export {exported:.1f} s, bridge {seconds:.1f} s ("
+            + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items())
+            + ")"
+        )
         for table, line in (summarise(data) if data else {}).items():
             print(f"   {table:7} {line}")
         if text:

@@ -97,7 +97,9 @@ def session(device: str, case: str, extra: list[str]) -> tuple[dict[str, float |
                         marks["first model check"] = now
             timer.cancel()
         if time.perf_counter() - start >= SESSION_BOUND_S:
-            line_seen = f"killed at the {SESSION_BOUND_S:.0f} s bound; last lines: " + "".join(lines[-3:]).strip().replace("\n", " | ")
+            line_seen = f"killed at the {SESSION_BOUND_S:.0f} s bound; last lines: " + "".join(lines[-3:]).strip().replace(
+                "\n", " | "
+            )
         elif marks["first result"] is None:  # say why instead of printing a figure that means nothing
             line_seen = "no result: " + "".join(lines[-5:]).strip().replace("\n", " | ")
         return marks, time.perf_counter() - start, line_seen
@@ -107,10 +109,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--case", default="torch-glm4-moe", help="a bundled case name (default torch-glm4-moe)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="print the N costliest calls (cumulative) of the first model build")
-    parser.add_argument("--sessions", nargs="*", choices=("isolated", "in-process"), default=["isolated", "in-process"],
-                        help="which suite sessions to time after the phases (none: phases only)")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print the N costliest calls (cumulative) of the first model build"
+    )
+    parser.add_argument(
+        "--sessions",
+        nargs="*",
+        choices=("isolated", "in-process"),
+        default=["isolated", "in-process"],
+        help="which suite sessions to time after the phases (none: phases only)",
+    )
     args = parser.parse_args()
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     case = args.case
@@ -126,7 +134,7 @@ def main() -> int:
         print(f"phases failed:\n{proc.stdout}{proc.stderr[-2000:]}")
         return 1
     marks = json.loads(proc.stdout.strip().splitlines()[-1])
-    profile = [line[len("profile "):] for line in proc.stdout.splitlines() if line.startswith("profile ")]
+    profile = [line[len("profile ") :] for line in proc.stdout.splitlines() if line.startswith("profile ")]
     if profile:
         print("first model build, costliest calls (cProfile, cumulative):", *profile, sep="\n")
     print(f"phases of the first check ({case} on {device}, fresh interpreter, no pytest):")

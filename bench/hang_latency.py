@@ -102,7 +102,9 @@ def main() -> int:
                 print(f"# {kind:<22} {method:<9} done in {r['wall_s']:.1f}s", file=sys.stderr)
     print(f"timeout T = {args.timeout:g}s; a session alive at T+{HARNESS_GRACE_S:g}s is killed (stuck)")
     print("replace s: how long the test after the hang waited for a ready worker (0 = warm spare)")
-    print(f"{'hang class':<22} {'method':<18} {'T->report s':>12} {'replace s':>10} {'lost/3':>7} {'wall s':>7} {'stuck':>6} {'rc':>4}")
+    print(
+        f"{'hang class':<22} {'method':<18} {'T->report s':>12} {'replace s':>10} {'lost/3':>7} {'wall s':>7} {'stuck':>6} {'rc':>4}"
+    )
     for r in rows:
         latency = f"{r['timeout_to_report_s']:.2f}" if r["timeout_to_report_s"] is not None else "-"
         replace = f"{r['replacement_s']:.2f}" if r["replacement_s"] is not None else "-"

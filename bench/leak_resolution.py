@@ -64,7 +64,9 @@ def main() -> int:
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     runtime = get_runtime("torch", device)
     resolution = memory_resolution(runtime)
-    print(f"device={device} graphs={'real' if runtime.graphs_are_real else 'host-emulated'} resolution={resolution} B (smallest delta reported)")
+    print(
+        f"device={device} graphs={'real' if runtime.graphs_are_real else 'host-emulated'} resolution={resolution} B (smallest delta reported)"
+    )
     print(f"{'model':<26} {'cycles':>6} {'max|d alloc| B':>15} {'max|d reserved| B':>18}  false positive")
     floors: list[int] = []
     cases = good_torch_cases()

@@ -79,36 +79,51 @@ class Label:
 
 
 LABELS = (
-    Label("2fa173e32", "CUDAGraph RL support: main graphs cleared AFTER the weight manager released "
-          "the weights (FDC101); the new MTP wrapper has no clear",
-          (*RELEASE_THEN_CLEAR, STANDING[0])),
-    Label("d3e4ae3d4", "order fixed (clear before release): no FDC101 any more",
-          (STANDING[0], STANDING[3], STANDING[6])),
-    Label("21c15f3b4", "dev branch: MTPProposer.clear_mtp_graphs clears the draft inside "
-          "`if fd_config.use_cudagraph:` with the draft flag nested (FDC102)",
-          (("FDC102", "fastdeploy/spec_decode/mtp.py", "MTPProposer.clear_mtp_graphs"), *STANDING[1:])),
-    Label("6693bcd0e", "draft clear moved AFTER the weight release: the MTP hang (FDC101)",
-          (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP)),
-    Label("dd61e7e42^", "the commit before Qwen3-VL got its clear method",
-          (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP)),
-    Label("dd61e7e42", "Qwen3-VL fixed (its MoE variant and RL subclasses inherit the clear)",
-          (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP)),
-    Label("a498720a7^", "the commit before the GLM-4 MTP wrapper got its clear method",
-          (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP)),
-    Label("a498720a7", "GLM-4 MTP fixed; its building block Glm4MTPLayer is no wrapper",
-          (*RELEASE_THEN_CLEAR, *STANDING)),
-    Label("26674bbbb", "release/2.6 cherry-pick: the MTP hang is there too (FDC101)",
-          (*RELEASE_THEN_CLEAR, *STANDING)),
-    Label("e53f5184a", "develop before the hang fix (FDC101)",
-          (*RELEASE_THEN_CLEAR, *STANDING)),
-    Label("68dbe71d7", "the hang fix: draft clear nested in `if self.use_cudagraph:` with the draft "
-          "flag inside, so main graphs off + draft graphs on leaks (FDC102)",
-          (*DRAFT_UNDER_MAIN_FLAG, *STANDING)),
-    Label("296140019", "release/2.6 cherry-pick of the same fix: same leak (FDC102)",
-          (*DRAFT_UNDER_MAIN_FLAG, *STANDING)),
-    Label("564c78d78", "r3_mm_dev after the MTP refactor: MTPProposerCUDA / MTPProposerXPU are proposers, "
-          "not wrappers; the nested draft clear is still there (FDC102)",
-          (*DRAFT_UNDER_MAIN_FLAG, *STANDING)),
+    Label(
+        "2fa173e32",
+        "CUDAGraph RL support: main graphs cleared AFTER the weight manager released "
+        "the weights (FDC101); the new MTP wrapper has no clear",
+        (*RELEASE_THEN_CLEAR, STANDING[0]),
+    ),
+    Label("d3e4ae3d4", "order fixed (clear before release): no FDC101 any more", (STANDING[0], STANDING[3], STANDING[6])),
+    Label(
+        "21c15f3b4",
+        "dev branch: MTPProposer.clear_mtp_graphs clears the draft inside "
+        "`if fd_config.use_cudagraph:` with the draft flag nested (FDC102)",
+        (("FDC102", "fastdeploy/spec_decode/mtp.py", "MTPProposer.clear_mtp_graphs"), *STANDING[1:]),
+    ),
+    Label(
+        "6693bcd0e",
+        "draft clear moved AFTER the weight release: the MTP hang (FDC101)",
+        (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP),
+    ),
+    Label(
+        "dd61e7e42^", "the commit before Qwen3-VL got its clear method", (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP)
+    ),
+    Label(
+        "dd61e7e42",
+        "Qwen3-VL fixed (its MoE variant and RL subclasses inherit the clear)",
+        (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP),
+    ),
+    Label(
+        "a498720a7^", "the commit before the GLM-4 MTP wrapper got its clear method", (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP)
+    ),
+    Label("a498720a7", "GLM-4 MTP fixed; its building block Glm4MTPLayer is no wrapper", (*RELEASE_THEN_CLEAR, *STANDING)),
+    Label("26674bbbb", "release/2.6 cherry-pick: the MTP hang is there too (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING)),
+    Label("e53f5184a", "develop before the hang fix (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING)),
+    Label(
+        "68dbe71d7",
+        "the hang fix: draft clear nested in `if self.use_cudagraph:` with the draft "
+        "flag inside, so main graphs off + draft graphs on leaks (FDC102)",
+        (*DRAFT_UNDER_MAIN_FLAG, *STANDING),
+    ),
+    Label("296140019", "release/2.6 cherry-pick of the same fix: same leak (FDC102)", (*DRAFT_UNDER_MAIN_FLAG, *STANDING)),
+    Label(
+        "564c78d78",
+        "r3_mm_dev after the MTP refactor: MTPProposerCUDA / MTPProposerXPU are proposers, "
+        "not wrappers; the nested draft clear is still there (FDC102)",
+        (*DRAFT_UNDER_MAIN_FLAG, *STANDING),
+    ),
 )
 
 
@@ -123,8 +138,9 @@ def git_command(path: Path) -> list[str] | None:
 
 
 def resolve(git: list[str], rev: str) -> str | None:
-    out = subprocess.run([*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], capture_output=True, text=True, check=False
+    )
     return out.stdout.strip() or None
 
 
@@ -137,7 +153,7 @@ def export(git: list[str], commit: str, dest: Path) -> None:
         if hasattr(tarfile, "data_filter"):  # 3.11.4+: refuse links and paths leaving dest
             tar.extractall(dest, filter="data")
         else:  # pragma: no cover - older interpreters; the archive comes from the user's own repository
-            tar.extractall(dest)  # noqa: S202
+            tar.extractall(dest)
     archive.unlink()
 
 
@@ -213,10 +229,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         found = lint_commit(git, commit)
         expected = set(label.expected)
-        rows.append({
-            "commit": label.commit, "note": label.note,
-            "tp": sorted(found & expected), "fp": sorted(found - expected), "fn": sorted(expected - found),
-        })
+        rows.append(
+            {
+                "commit": label.commit,
+                "note": label.note,
+                "tp": sorted(found & expected),
+                "fp": sorted(found - expected),
+                "fn": sorted(expected - found),
+            }
+        )
     counted = [r for r in rows if "skipped" not in r]
     tp = sum(len(r["tp"]) for r in counted)
     fp = sum(len(r["fp"]) for r in counted)
@@ -230,9 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     labelled = {tuple(k) for r in counted for k in (*r["tp"], *r["fn"])}
     distinct = {"tp": labelled - missed, "fp": {tuple(k) for r in counted for k in r["fp"]}, "fn": missed}
     d_tp, d_fp, d_fn = (len(distinct[k]) for k in ("tp", "fp", "fn"))
-    summary = {"commits": len(counted), "skipped": len(rows) - len(counted), "tp": tp, "fp": fp, "fn": fn,
-               "precision": round(precision, 4), "recall": round(recall, 4),
-               "distinct": {"tp": d_tp, "fp": d_fp, "fn": d_fn}}
+    summary = {
+        "commits": len(counted),
+        "skipped": len(rows) - len(counted),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "distinct": {"tp": d_tp, "fp": d_fp, "fn": d_fn},
+    }
     if args.json:
         print(json.dumps({"rows": rows, "summary": summary}, indent=2))
         return 0
@@ -245,9 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("fp", "fn"):
             for code, path, obj in r[kind]:
                 print(f"{'':<12} {kind.upper()}: {code} {path} {obj}")
-    print(f"overall: {summary['commits']} commits, TP {tp}, FP {fp}, FN {fn}, "
-          f"precision {precision:.3f}, recall {recall:.3f}"
-          + (f" ({summary['skipped']} skipped)" if summary["skipped"] else ""))
+    print(
+        f"overall: {summary['commits']} commits, TP {tp}, FP {fp}, FN {fn}, "
+        f"precision {precision:.3f}, recall {recall:.3f}" + (f" ({summary['skipped']} skipped)" if summary["skipped"] else "")
+    )
     print(f"distinct (code, file, object): TP {d_tp}, FP {d_fp}, FN {d_fn}")
     return 0
 

@@ -144,9 +144,11 @@ def _measure(label: str, paths: list[Path], root: Path, **kwargs: object) -> Lin
     seconds, cpu = time.perf_counter() - start, _cpu() - cpu_start
     assert not any(f.is_error for f in result.findings), "generated tree must be error-free"
     # Wall time is what a user waits; CPU time is the figure to compare on a shared, loaded machine.
-    print(f"{label:<24} files: {result.files_scanned}  context-parsed: {result.context_files_parsed}  "
-          f"findings: {len(result.findings)}  seconds: {seconds:.3f}  files/s: {result.files_scanned / seconds:.0f}  "
-          f"cpu_seconds: {cpu:.3f}  files/cpu-s: {result.files_scanned / cpu:.0f}  load1: {load:.2f}")
+    print(
+        f"{label:<24} files: {result.files_scanned}  context-parsed: {result.context_files_parsed}  "
+        f"findings: {len(result.findings)}  seconds: {seconds:.3f}  files/s: {result.files_scanned / seconds:.0f}  "
+        f"cpu_seconds: {cpu:.3f}  files/cpu-s: {result.files_scanned / cpu:.0f}  load1: {load:.2f}"
+    )
     return result
 
 
@@ -155,8 +157,12 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000, help="how many files to generate (default 2000)")
     parser.add_argument("--keep", type=Path, default=None, help="generate into this directory and keep it")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes for the full-tree run (0 = one per CPU)")
-    parser.add_argument("--changed", type=int, default=20,
-                        help="also lint this many files alone, as pre-commit does, with the tree as context (0: skip)")
+    parser.add_argument(
+        "--changed",
+        type=int,
+        default=20,
+        help="also lint this many files alone, as pre-commit does, with the tree as context (0: skip)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)

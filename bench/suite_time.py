@@ -44,7 +44,9 @@ def run_suite(device: str, args: argparse.Namespace, workers: int = 0) -> tuple[
         wall = time.perf_counter() - start
         path = Path(out) / "conformance.json"
         if not path.is_file():
-            sys.exit(f"suite run on {device} wrote no report (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            sys.exit(
+                f"suite run on {device} wrote no report (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            )
         return wall, json.loads(path.read_text())
 
 
@@ -56,7 +58,9 @@ def describe(device: str, wall: float, document: dict[str, object]) -> str:
     ran = sum(1 for r in results if r["outcome"] != "skipped")
     cases = sorted({r["case"] for r in results})
     graphs = "real graphs" if device == "cuda" else "host-emulated graphs"
-    lines = [f"{device} ({graphs}): wall {wall:.1f} s for {ran} checks over {len(cases)} cases (exit_code {document['exit_code']})"]
+    lines = [
+        f"{device} ({graphs}): wall {wall:.1f} s for {ran} checks over {len(cases)} cases (exit_code {document['exit_code']})"
+    ]
     lines += [f"  {check:<16} {seconds:7.2f} s in tests" for check, seconds in sorted(per_check.items())]
     return "\n".join(lines)
 
@@ -64,7 +68,9 @@ def describe(device: str, wall: float, document: dict[str, object]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cycles", type=int, default=5, help="--fd-cycles for the weight-cycle check (default 5)")
-    parser.add_argument("--isolate", default="marked", choices=("marked", "all", "off"), help="--fd-isolate mode (default marked)")
+    parser.add_argument(
+        "--isolate", default="marked", choices=("marked", "all", "off"), help="--fd-isolate mode (default marked)"
+    )
     parser.add_argument("--include-mutants", action="store_true", help="time the mutant-verification session instead")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cpu, and cuda when visible")
     parser.add_argument("--workers", type=int, nargs="+", default=[0], metavar="N", help="-n values to time (0 = serial)")
@@ -84,6 +90,7 @@ def main() -> int:
     if "cuda" not in devices and args.device != "cpu":
         print("cuda: skipped (no GPU visible)")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,7 +27,9 @@ def session_wall(workers: int, extra: list[str]) -> tuple[float, str]:
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
     wall = time.monotonic() - started
     if done.returncode not in (0, 1):  # 1 = some check failed: still a valid timing, shown below
-        raise SystemExit(f"session with -n {workers} did not run (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"session with -n {workers} did not run (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
+        )
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     return wall, summary
 

@@ -47,7 +47,9 @@ def session(device: str, workers: int, args: argparse.Namespace) -> tuple[float,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2, 4], help="xdist worker counts; the first is the reference")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[0, 2, 4], help="xdist worker counts; the first is the reference"
+    )
     parser.add_argument("--model", action="append", default=[], help="--fd-model spec (repeatable); default: installed cases")
     parser.add_argument("--include-mutants", action="store_true")
     parser.add_argument("--cycles", type=int, default=3)
@@ -64,7 +66,9 @@ def main() -> int:
             reference, first_wall = judged, wall
         same = judged == reference
         differs |= not same
-        print(f"| {workers} | {wall:.1f} | {first_wall / wall:.2f}x | {len(judged['rows'])} | {len(judged['tests'])} | {'yes' if same else 'NO'} |")
+        print(
+            f"| {workers} | {wall:.1f} | {first_wall / wall:.2f}x | {len(judged['rows'])} | {len(judged['tests'])} | {'yes' if same else 'NO'} |"
+        )
         if not same:
             for key in sorted(set(reference["rows"]) | set(judged["rows"]), key=str):
                 if reference["rows"].get(key) != judged["rows"].get(key):

@@ -135,15 +135,17 @@ RuleFn = Callable[[GraphOptView, Location], list[Finding]]
 def _rule_cpu_cache_prefill_graphs(v: GraphOptView, loc: Location) -> list[Finding]:
     if not (v.prefill_graphs_on and v.num_cpu_blocks > 0):
         return []
-    return [make_finding(
-        "FDC401",
-        f"prefill CUDA graphs are on (use_cudagraph=True, cudagraph_only_prefill=True, role "
-        f"{v.splitwise_role!r}) while a CPU cache of num_cpu_blocks={v.num_cpu_blocks} swaps KV layer by "
-        f"layer host-to-device; the captured prefill graph replays stale cache addresses",
-        "apply the CPU-cache rule LAST in post-processing: when num_cpu_blocks > 0 set "
-        "cudagraph_only_prefill=False (and use_cudagraph=False for the prefill role)",
-        loc,
-    )]
+    return [
+        make_finding(
+            "FDC401",
+            f"prefill CUDA graphs are on (use_cudagraph=True, cudagraph_only_prefill=True, role "
+            f"{v.splitwise_role!r}) while a CPU cache of num_cpu_blocks={v.num_cpu_blocks} swaps KV layer by "
+            f"layer host-to-device; the captured prefill graph replays stale cache addresses",
+            "apply the CPU-cache rule LAST in post-processing: when num_cpu_blocks > 0 set "
+            "cudagraph_only_prefill=False (and use_cudagraph=False for the prefill role)",
+            loc,
+        )
+    ]
 
 
 def _size_problems(sizes: Sequence[Any]) -> list[str]:
@@ -158,8 +160,10 @@ def _size_problems(sizes: Sequence[Any]) -> list[str]:
 
 
 def _size_hint(name: str) -> str:
-    return (f"post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep "
-            f"at least one size while graphs are on")
+    return (
+        f"post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep "
+        f"at least one size while graphs are on"
+    )
 
 
 def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
@@ -175,12 +179,14 @@ def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
         problems.append("empty while its graphs are on")
     if not problems:
         return []
-    return [make_finding(
-        "FDC402",
-        f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
-        _size_hint(name),
-        loc,
-    )]
+    return [
+        make_finding(
+            "FDC402",
+            f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
+            _size_hint(name),
+            loc,
+        )
+    ]
 
 
 def _rule_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
@@ -196,16 +202,22 @@ def _rule_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Find
         problems = _size_problems(list(sizes))
         if not problems:
             continue
-        off = ("graphs are off (use_cudagraph=False)" if not v.use_cudagraph
-               else "prefill graphs are off (cudagraph_only_prefill=False)" if name.endswith("_prefill")
-               else "decode graphs are off (cudagraph_only_prefill=True)")
-        findings.append(make_finding(
-            "FDC406",
-            f"{name}={list(sizes)} has {', '.join(problems)}; not captured now ({off}), but a flag "
-            f"flipped later captures it as is",
-            _size_hint(name),
-            loc,
-        ))
+        off = (
+            "graphs are off (use_cudagraph=False)"
+            if not v.use_cudagraph
+            else "prefill graphs are off (cudagraph_only_prefill=False)"
+            if name.endswith("_prefill")
+            else "decode graphs are off (cudagraph_only_prefill=True)"
+        )
+        findings.append(
+            make_finding(
+                "FDC406",
+                f"{name}={list(sizes)} has {', '.join(problems)}; not captured now ({off}), but a flag "
+                f"flipped later captures it as is",
+                _size_hint(name),
+                loc,
+            )
+        )
     return findings
 
 
@@ -217,27 +229,31 @@ def _rule_speculative_step(v: GraphOptView, loc: Location) -> list[Finding]:
     bad = [s for s in sizes if isinstance(s, int) and s % step]
     if not bad:
         return []
-    return [make_finding(
-        "FDC403",
-        f"speculative method {v.speculative_method!r} decodes {step} tokens per request "
-        f"(num_speculative_tokens={v.num_speculative_tokens}) but capture sizes {bad} are not multiples "
-        f"of {step}: no batch ever fills those graphs and batch->graph mapping truncates",
-        f"generate decode capture sizes as batch_size * {step}, after the last change to "
-        f"num_speculative_tokens (the prefill role resets it to 1)",
-        loc,
-    )]
+    return [
+        make_finding(
+            "FDC403",
+            f"speculative method {v.speculative_method!r} decodes {step} tokens per request "
+            f"(num_speculative_tokens={v.num_speculative_tokens}) but capture sizes {bad} are not multiples "
+            f"of {step}: no batch ever fills those graphs and batch->graph mapping truncates",
+            f"generate decode capture sizes as batch_size * {step}, after the last change to "
+            f"num_speculative_tokens (the prefill role resets it to 1)",
+            loc,
+        )
+    ]
 
 
 def _rule_rl_dynamic_graph(v: GraphOptView, loc: Location) -> list[Finding]:
     if not (v.dynamic_load_weight and v.graph_opt_level and v.graph_opt_level > 0):
         return []
-    return [make_finding(
-        "FDC404",
-        f"graph_opt_level={v.graph_opt_level} (static graph) with load_config.dynamic_load_weight=True: "
-        f"RL weight sync replaces parameters the static program captured",
-        "set graph_opt_level=0 when dynamic_load_weight is on, after any other graph-level adjustment",
-        loc,
-    )]
+    return [
+        make_finding(
+            "FDC404",
+            f"graph_opt_level={v.graph_opt_level} (static graph) with load_config.dynamic_load_weight=True: "
+            f"RL weight sync replaces parameters the static program captured",
+            "set graph_opt_level=0 when dynamic_load_weight is on, after any other graph-level adjustment",
+            loc,
+        )
+    ]
 
 
 def _rule_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
@@ -248,14 +264,15 @@ def _rule_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
     bad = [s for s in (in_use[1] or []) if isinstance(s, int) and s % tp]
     if not bad:
         return []
-    return [make_finding(
-        "FDC405",
-        f"sequence-parallel MoE with tensor_parallel_size={tp} and graphs on, but {in_use[0]} {bad} are "
-        f"not divisible by {tp}: a graph whose token count is not split evenly across ranks hangs",
-        f"filter capture sizes to multiples of {tp} (FastDeploy's filter_capture_size) or disable "
-        f"use_sequence_parallel_moe",
-        loc,
-    )]
+    return [
+        make_finding(
+            "FDC405",
+            f"sequence-parallel MoE with tensor_parallel_size={tp} and graphs on, but {in_use[0]} {bad} are "
+            f"not divisible by {tp}: a graph whose token count is not split evenly across ranks hangs",
+            f"filter capture sizes to multiples of {tp} (FastDeploy's filter_capture_size) or disable use_sequence_parallel_moe",
+            loc,
+        )
+    ]
 
 
 RULES: dict[str, RuleFn] = {
@@ -302,18 +319,19 @@ class RawGraphOptConfig:
             graph_opt_config=SimpleNamespace(
                 use_cudagraph=self.use_cudagraph,
                 cudagraph_only_prefill=self.cudagraph_only_prefill,
-                cudagraph_capture_sizes=None if self.cudagraph_capture_sizes is None
-                else list(self.cudagraph_capture_sizes),
+                cudagraph_capture_sizes=None if self.cudagraph_capture_sizes is None else list(self.cudagraph_capture_sizes),
                 cudagraph_capture_sizes_prefill=None,
                 graph_opt_level=self.graph_opt_level,
             ),
             cache_config=SimpleNamespace(num_cpu_blocks=self.num_cpu_blocks),
             scheduler_config=SimpleNamespace(splitwise_role=self.splitwise_role, max_num_seqs=self.max_num_seqs),
-            speculative_config=SimpleNamespace(method=self.speculative_method,
-                                               num_speculative_tokens=self.num_speculative_tokens),
+            speculative_config=SimpleNamespace(
+                method=self.speculative_method, num_speculative_tokens=self.num_speculative_tokens
+            ),
             load_config=SimpleNamespace(dynamic_load_weight=self.dynamic_load_weight),
-            parallel_config=SimpleNamespace(tensor_parallel_size=self.tensor_parallel_size,
-                                            use_sequence_parallel_moe=self.use_sequence_parallel_moe),
+            parallel_config=SimpleNamespace(
+                tensor_parallel_size=self.tensor_parallel_size, use_sequence_parallel_moe=self.use_sequence_parallel_moe
+            ),
         )
 
     def describe(self) -> str:
@@ -350,13 +368,17 @@ def graph_opt_configs() -> SearchStrategy[RawGraphOptConfig]:
 class InvariantViolation(AssertionError):
     """A post-processor broke a rule; carries the minimal raw config and what it broke."""
 
-    def __init__(self, postprocess_name: str, raw: RawGraphOptConfig, findings: list[Finding],
-                 error: BaseException | None) -> None:
+    def __init__(
+        self, postprocess_name: str, raw: RawGraphOptConfig, findings: list[Finding], error: BaseException | None
+    ) -> None:
         self.raw = raw
         self.findings = findings
         self.error = error
-        what = (f"raised {type(error).__name__}: {error}" if error is not None
-                else "broke " + "; ".join(f"{f.code} {f.message}" for f in findings))
+        what = (
+            f"raised {type(error).__name__}: {error}"
+            if error is not None
+            else "broke " + "; ".join(f"{f.code} {f.message}" for f in findings)
+        )
         super().__init__(f"{postprocess_name} {what}. Minimal failing config: {raw.describe()}")
 
 
@@ -414,7 +436,7 @@ def _minimal_breaking_config(
         cfg = make(raw)
         try:
             out = postprocess(cfg)
-        except Exception as err:  # a crash on a valid raw config is a failure too, shrunk the same way
+        except Exception as err:  # noqa: BLE001 - a crash on a valid raw config is a failure too, shrunk the same way
             return [], err if errors else None
         found = check_config(cfg if out is None else out)
         return [f for f in found if f.is_error is errors and (codes is None or f.code in codes)], None
@@ -427,11 +449,11 @@ def _minimal_breaking_config(
         minimal = find(
             graph_opt_configs(),
             breaks,
-            settings=settings(max_examples=max_examples, database=None, derandomize=True,
-                              suppress_health_check=list(HealthCheck)),
+            settings=settings(
+                max_examples=max_examples, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+            ),
         )
     except NoSuchExample:
         return None
     findings, error = run(minimal)
     return InvariantViolation(getattr(postprocess, "__qualname__", repr(postprocess)), minimal, findings, error)
-

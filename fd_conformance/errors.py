@@ -58,7 +58,9 @@ def validate_int(value: Any, source: str, *, minimum: int, example: int | None =
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{source} {value!r} is not an integer", f"pass e.g. {source} {minimum if example is None else example}") from None
+        raise UsageError(
+            f"{source} {value!r} is not an integer", f"pass e.g. {source} {minimum if example is None else example}"
+        ) from None
     if number < minimum:
         raise UsageError(f"{source} {number} is below {minimum}", f"pass at least {minimum}" + (f" ({why})" if why else ""))
     return number

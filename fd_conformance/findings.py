@@ -99,16 +99,33 @@ def make_finding(code: str, message: str, hint: str, location: Location = Locati
 E, W = Severity.ERROR, Severity.WARNING
 
 # Protocol (fd_conformance.protocol) -- also raised by the linter where the concept is static.
-register_rule("FDC001", E, "model wrapper has no clear_graph_opt_backend() under either spelling", "protocol, lint: check_fdc001_wrapper_without_clear")
+register_rule(
+    "FDC001",
+    E,
+    "model wrapper has no clear_graph_opt_backend() under either spelling",
+    "protocol, lint: check_fdc001_wrapper_without_clear",
+)
 register_rule("FDC002", W, "legacy spelling clear_grpah_opt_backend used", "protocol, lint: check_fdc002_legacy_spelling")
 register_rule("FDC003", E, "both spellings defined with different bodies", "protocol")
 register_rule("FDC004", E, "near-miss misspelling of the clear method", "protocol, lint: check_fdc004_near_miss")
 register_rule("FDC005", E, "clear method requires arguments", "protocol")
 register_rule("FDC006", E, "attribute under the clear method's name is not callable", "protocol")
 # Static rules (fd_conformance.lint): ``where`` names the function in fd_conformance/lint/rules.py.
-register_rule("FDC100", E, "source file could not be parsed, so no lint rule ran on it", "lint: check_fdc100_cannot_parse and check_fdc100_cannot_read")
-register_rule("FDC101", E, "weights released or comm group shut down before graphs are cleared", "lint: check_fdc101_release_before_clear")
-register_rule("FDC102", E, "draft graph clearing guarded by the main model's graph flag only", "lint: check_fdc102_draft_clear_under_main_flag")
+register_rule(
+    "FDC100",
+    E,
+    "source file could not be parsed, so no lint rule ran on it",
+    "lint: check_fdc100_cannot_parse and check_fdc100_cannot_read",
+)
+register_rule(
+    "FDC101", E, "weights released or comm group shut down before graphs are cleared", "lint: check_fdc101_release_before_clear"
+)
+register_rule(
+    "FDC102",
+    E,
+    "draft graph clearing guarded by the main model's graph flag only",
+    "lint: check_fdc102_draft_clear_under_main_flag",
+)
 # Lifecycle rules over recorded runtime calls (fd_conformance.lifecycle).
 register_rule("FDC201", E, "graph alive when a parameter it captured is released", "lifecycle")
 register_rule("FDC202", E, "graph alive when a comm group it captured is shut down", "lifecycle")

@@ -85,8 +85,7 @@ def _warn_call_site(cls: type, frame: types.FrameType | None) -> None:
         return
     _WARNED_CALL_SITES.add(key)
     warnings.warn_explicit(
-        f"{LEGACY} is a deprecated misspelling; call {CANONICAL}() on "
-        f"{cls.__qualname__} instead (same method)",
+        f"{LEGACY} is a deprecated misspelling; call {CANONICAL}() on {cls.__qualname__} instead (same method)",
         DeprecationWarning,
         filename=key[0],
         lineno=key[1],
@@ -134,14 +133,28 @@ def _other(spelling: str) -> str:
 # and the return. LOAD_FAST_BORROW is CPython 3.14's LOAD_FAST.
 _SHIM_RECEIVER_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK"})
 _SHIM_ATTR_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
-_SHIM_FILLER = frozenset({"RESUME", "NOP", "CACHE", "PUSH_NULL", "PRECALL", "KW_NAMES", "EXTENDED_ARG",
-                          "COPY_FREE_VARS", "NOT_TAKEN"})
-_SHIM_ARG_OPS = frozenset({"LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST",
-                           "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "LOAD_CONST", "LOAD_SMALL_INT",
-                           "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "LIST_EXTEND", "LIST_TO_TUPLE",
-                           "DICT_MERGE", "CALL_INTRINSIC_1"})
-_SHIM_CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX",
-                         "CALL_METHOD"})
+_SHIM_FILLER = frozenset(
+    {"RESUME", "NOP", "CACHE", "PUSH_NULL", "PRECALL", "KW_NAMES", "EXTENDED_ARG", "COPY_FREE_VARS", "NOT_TAKEN"}
+)
+_SHIM_ARG_OPS = frozenset(
+    {
+        "LOAD_FAST",
+        "LOAD_FAST_BORROW",
+        "LOAD_FAST_CHECK",
+        "LOAD_FAST_LOAD_FAST",
+        "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
+        "LOAD_CONST",
+        "LOAD_SMALL_INT",
+        "BUILD_TUPLE",
+        "BUILD_LIST",
+        "BUILD_MAP",
+        "LIST_EXTEND",
+        "LIST_TO_TUPLE",
+        "DICT_MERGE",
+        "CALL_INTRINSIC_1",
+    }
+)
+_SHIM_CALLS = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX", "CALL_METHOD"})
 _SHIM_RETURNS = (("RETURN_VALUE",), ("POP_TOP", "RETURN_CONST"), ("POP_TOP", "LOAD_CONST", "RETURN_VALUE"))
 
 
@@ -189,8 +202,12 @@ def _ast_forward(func: Any, receiver: str) -> Any:
     if node is None or node.name != func.__name__:
         return _NO_SOURCE
     body = list(node.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]  # the docstring
     if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)):
         return None
@@ -198,8 +215,7 @@ def _ast_forward(func: Any, receiver: str) -> Any:
     if not isinstance(call, ast.Call):
         return None
     callee = call.func
-    if not (isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name)
-            and callee.value.id == receiver):
+    if not (isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id == receiver):
         return None
     # Arguments are forwarded as they came: names and constants only, nothing that runs code.
     args = [a.value if isinstance(a, ast.Starred) else a for a in call.args]
@@ -225,7 +241,7 @@ def _bytecode_forward(code: types.CodeType, receiver: str) -> str | None:
         return None
     rest = [i.opname for i in ops[2:]]
     for tail in _SHIM_RETURNS:
-        if tuple(rest[-len(tail):]) != tail:
+        if tuple(rest[-len(tail) :]) != tail:
             continue
         middle = rest[: -len(tail)]
         if not middle or middle[-1] not in _SHIM_CALLS:
@@ -424,11 +440,15 @@ def _refuse_unaliasable(cls: type) -> None:
         )
     defn = _resolve(cls)
     if defn is None:
-        raise ProtocolError(f"{cls.__qualname__} has no {CANONICAL}() under either spelling (FDC001)",
-                            f"add `def {CANONICAL}(self) -> None:` to {cls.__qualname__}")
+        raise ProtocolError(
+            f"{cls.__qualname__} has no {CANONICAL}() under either spelling (FDC001)",
+            f"add `def {CANONICAL}(self) -> None:` to {cls.__qualname__}",
+        )
     if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
-        raise ProtocolError(f"{cls.__qualname__}.{defn.spelling} is not callable (FDC006)",
-                            f"define `def {CANONICAL}(self) -> None:` instead of assigning a value")
+        raise ProtocolError(
+            f"{cls.__qualname__}.{defn.spelling} is not callable (FDC006)",
+            f"define `def {CANONICAL}(self) -> None:` instead of assigning a value",
+        )
 
 
 def install_legacy_alias(cls: type) -> Callable[[], None]:
@@ -439,8 +459,10 @@ def install_legacy_alias(cls: type) -> Callable[[], None]:
     :class:`ProtocolError` when the class has no definition or two disagreeing ones (FDC003).
     """
     if not isinstance(cls, type):
-        raise UsageError(f"install_legacy_alias() needs a class, got {type(cls).__name__}",
-                         "pass the model class (type(model)), not an instance")
+        raise UsageError(
+            f"install_legacy_alias() needs a class, got {type(cls).__name__}",
+            "pass the model class (type(model)), not an instance",
+        )
     if all(isinstance(cls.__dict__.get(s), _GraphOptDispatch) for s in SPELLINGS):
         return lambda: None
     _refuse_unaliasable(cls)
@@ -479,8 +501,7 @@ def graph_opt_model(cls: _T) -> _T:
     if errors:
         undo()
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ProtocolError(f"@graph_opt_model {cls.__qualname__}: {errors[0].code} {errors[0].message}{more}",
-                            errors[0].hint)
+        raise ProtocolError(f"@graph_opt_model {cls.__qualname__}: {errors[0].code} {errors[0].message}{more}", errors[0].hint)
     return cls
 
 
@@ -500,13 +521,19 @@ def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel
         misses = _near_misses(obj)
         shims = _shims(cls)
         if misses:
-            _warn_nonconforming(cls, f"{cls.__qualname__} defines {', '.join(n + '()' for n in misses)}, a "
-                                     f"near-miss of {CANONICAL}(); rename it to {CANONICAL} or the engine "
-                                     f"cannot clear its graphs")
+            _warn_nonconforming(
+                cls,
+                f"{cls.__qualname__} defines {', '.join(n + '()' for n in misses)}, a "
+                f"near-miss of {CANONICAL}(); rename it to {CANONICAL} or the engine "
+                f"cannot clear its graphs",
+            )
         elif shims:
-            _warn_nonconforming(cls, f"{cls.__qualname__}: {_describe_shims(shims)}, and no body destroys a "
-                                     f"graph; define {CANONICAL}(self) with the clearing or the engine cannot "
-                                     f"clear its graphs")
+            _warn_nonconforming(
+                cls,
+                f"{cls.__qualname__}: {_describe_shims(shims)}, and no body destroys a "
+                f"graph; define {CANONICAL}(self) with the clearing or the engine cannot "
+                f"clear its graphs",
+            )
         return False
     if defn.spelling == LEGACY and not isinstance(cls.__dict__.get(CANONICAL), _GraphOptDispatch):
         try:
@@ -563,16 +590,20 @@ def _required_params(defn: _Definition, target: object) -> list[str]:
         if bound is not None:
             sig = inspect.signature(bound)
         else:
-            sig = inspect.signature(defn.entry.__get__(None, defn.owner)
-                                    if isinstance(defn.entry, classmethod) else defn.function)
+            sig = inspect.signature(
+                defn.entry.__get__(None, defn.owner) if isinstance(defn.entry, classmethod) else defn.function
+            )
     except (TypeError, ValueError):
         return []  # builtins without a signature: nothing to prove
     params = list(sig.parameters.values())
     if bound is None and not isinstance(defn.entry, (staticmethod, classmethod)) and params:
         params = params[1:]  # unbound function: the first positional is the receiver
-    return [p.name for p in params
-            if p.default is inspect.Parameter.empty
-            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return [
+        p.name
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
 
 
 def _same_body(a: _Definition, b: _Definition) -> bool:
@@ -593,16 +624,21 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
         raw = inspect.getattr_static(obj_or_cls, miss, None)
         func = inspect.unwrap(getattr(raw, "__func__", raw)) if raw is not None else None
         code = getattr(func, "__code__", None)
-        loc = (Location(code.co_filename, code.co_firstlineno, obj=f"{name}.{miss}") if code
-               else _class_location(cls, obj=f"{name}.{miss}"))
+        loc = (
+            Location(code.co_filename, code.co_firstlineno, obj=f"{name}.{miss}")
+            if code
+            else _class_location(cls, obj=f"{name}.{miss}")
+        )
         target = min(SPELLINGS, key=lambda s: edit_distance(miss, s))
-        findings.append(make_finding(
-            "FDC004",
-            f"{name} defines {miss!r}, {edit_distance(miss, target)} edit(s) from {target!r}: "
-            f"the engine calls {CANONICAL}() and will never reach it",
-            f"rename {miss} to {CANONICAL} (keep a {miss} alias only if other code calls it)",
-            loc,
-        ))
+        findings.append(
+            make_finding(
+                "FDC004",
+                f"{name} defines {miss!r}, {edit_distance(miss, target)} edit(s) from {target!r}: "
+                f"the engine calls {CANONICAL}() and will never reach it",
+                f"rename {miss} to {CANONICAL} (keep a {miss} alias only if other code calls it)",
+                loc,
+            )
+        )
 
     # An instance attribute shadows any method: check it first (e.g. ``self.clear_... = None``).
     if not isinstance(obj_or_cls, type):
@@ -634,38 +670,43 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
 
     if canonical is not None and legacy is not None and not _same_body(canonical, legacy):
         if not (_is_self_shim(canonical) or _is_self_shim(legacy)):
-            findings.append(make_finding(
-                "FDC003",
-                f"{name}: the two spellings reach different methods -- {CANONICAL} is "
-                f"{canonical.describe()} and {LEGACY} is {legacy.describe()}; callers of one "
-                f"spelling skip the other's clearing",
-                f"keep one body in {CANONICAL} and make {LEGACY} a shim "
-                f"(`{LEGACY} = {CANONICAL}`), or delete {LEGACY}",
-                canonical.location if canonical.owner is cls or legacy.owner is not cls else legacy.location,
-            ))
+            findings.append(
+                make_finding(
+                    "FDC003",
+                    f"{name}: the two spellings reach different methods -- {CANONICAL} is "
+                    f"{canonical.describe()} and {LEGACY} is {legacy.describe()}; callers of one "
+                    f"spelling skip the other's clearing",
+                    f"keep one body in {CANONICAL} and make {LEGACY} a shim (`{LEGACY} = {CANONICAL}`), or delete {LEGACY}",
+                    canonical.location if canonical.owner is cls or legacy.owner is not cls else legacy.location,
+                )
+            )
             return findings
 
     effective = real
     if effective.spelling == LEGACY:
-        findings.append(make_finding(
-            "FDC002",
-            f"{name} defines only the legacy misspelling {LEGACY}() ({effective.describe()}); it "
-            f"conforms through the kit's alias, but engines without the alias call {CANONICAL}()",
-            f"rename {LEGACY} to {CANONICAL} in {effective.owner.__qualname__} "
-            f"(add `{LEGACY} = {CANONICAL}` if old callers remain)",
-            effective.location,
-        ))
+        findings.append(
+            make_finding(
+                "FDC002",
+                f"{name} defines only the legacy misspelling {LEGACY}() ({effective.describe()}); it "
+                f"conforms through the kit's alias, but engines without the alias call {CANONICAL}()",
+                f"rename {LEGACY} to {CANONICAL} in {effective.owner.__qualname__} "
+                f"(add `{LEGACY} = {CANONICAL}` if old callers remain)",
+                effective.location,
+            )
+        )
 
     required = _required_params(effective, obj_or_cls)
     if required:
-        findings.append(make_finding(
-            "FDC005",
-            f"{effective.qualname}() requires argument(s) {', '.join(required)}; the engine calls "
-            f"{CANONICAL}() with none, so clearing raises TypeError",
-            f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), "
-            f"so `model.{CANONICAL}()` works",
-            effective.location,
-        ))
+        findings.append(
+            make_finding(
+                "FDC005",
+                f"{effective.qualname}() requires argument(s) {', '.join(required)}; the engine calls "
+                f"{CANONICAL}() with none, so clearing raises TypeError",
+                f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), "
+                f"so `model.{CANONICAL}()` works",
+                effective.location,
+            )
+        )
     return findings
 
 
@@ -675,8 +716,11 @@ _MISSING = object()
 def _missing(cls: type, shims: list[_Definition] | None = None) -> Finding:
     """FDC001, one message for "no method" and "only shims" (a shim with no target defines nothing)."""
     name = cls.__qualname__
-    detail = (f"; its only clear methods are forwarding shims ({_describe_shims(shims)}), so a call raises "
-              f"AttributeError or recurses" if shims else "")
+    detail = (
+        f"; its only clear methods are forwarding shims ({_describe_shims(shims)}), so a call raises AttributeError or recurses"
+        if shims
+        else ""
+    )
     return make_finding(
         "FDC001",
         f"{name} has no {CANONICAL}() under either spelling, own or inherited: the engine cannot "
@@ -691,8 +735,11 @@ def _unreachable(cls: type, reach: _Reach, real: _Definition) -> Finding:
     """FDC001 for a real body that the engine's call cannot reach: a shim in the way forwards to a
     missing name or loops. The kit's alias would reach it; an engine without the alias crashes."""
     name, shim = cls.__qualname__, reach.chain[0]
-    end = (f"which {name} does not define (AttributeError)" if reach.missing
-           else f"a forwarding loop back to {shim.spelling} (RecursionError)")
+    end = (
+        f"which {name} does not define (AttributeError)"
+        if reach.missing
+        else f"a forwarding loop back to {shim.spelling} (RecursionError)"
+    )
     return make_finding(
         "FDC001",
         f"{name}: the engine's {shim.spelling}() call reaches {shim.describe()}, which only forwards to "
@@ -707,8 +754,7 @@ def _unreachable(cls: type, reach: _Reach, real: _Definition) -> Finding:
 def _not_callable(name: str, spelling: str, value: object, loc: Location) -> Finding:
     return make_finding(
         "FDC006",
-        f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's "
-        f"call raises TypeError",
+        f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's call raises TypeError",
         f"define `def {CANONICAL}(self) -> None:` and do not assign another value to {spelling}",
         loc,
     )

@@ -204,7 +204,9 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
     """(verdict, observed codes) for one case on one device; warnings count as observed, so a
     mutant built to draw a warning (FDC002) is caught by it. A row with a planned check that has
     no result is INCOMPLETE whatever the others say: its verdict is not final."""
-    observed = sorted({c for r in results if r.outcome in (FAILED, XFAILED) for c in r.codes} | {c for r in results for c in r.warnings})
+    observed = sorted(
+        {c for r in results if r.outcome in (FAILED, XFAILED) for c in r.codes} | {c for r in results for c in r.warnings}
+    )
     expected = sorted({c for r in results for c in r.expected})
     if any(r.outcome == MISSING for r in results):
         return INCOMPLETE, observed
@@ -319,7 +321,14 @@ def missing_results(planned: Iterable[Mapping[str, Any]], results: Sequence[Chec
     """Placeholders (outcome MISSING) for the planned conformance checks that have no result."""
     done = {r.nodeid for r in results}
     return [
-        CheckResult(nodeid=t["nodeid"], case=t["case"], device=t["device"], check=t["check"], outcome=MISSING, expected=list(t.get("expected", [])))
+        CheckResult(
+            nodeid=t["nodeid"],
+            case=t["case"],
+            device=t["device"],
+            check=t["check"],
+            outcome=MISSING,
+            expected=list(t.get("expected", [])),
+        )
         for t in planned
         if t.get("case") and t["nodeid"] not in done
     ]
@@ -379,7 +388,7 @@ def build_document(
         code = EXIT_INCOMPLETE  # even when every planned check has a result: the session did not end normally
     return {
         "schema_version": SCHEMA_VERSION,
-        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "environment": environment(ran),
         "expect_mutants": expect_mutants,
         "exit_code": code,
@@ -450,10 +459,15 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     if run["status"] != "finished":
         title = "INTERRUPTED" if run["status"] == "interrupted" else "INCOMPLETE"
         why = f" ({run['reason']})" if run["reason"] else ""
-        lines += [f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run; rows that miss one are `incomplete`.", ""]
+        lines += [
+            f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run; rows that miss one are `incomplete`.",
+            "",
+        ]
     lines.append(_line(f"- kit: fd-conformance {env['kit_version']} (Python {env['python']}, {env['platform']})"))
     for rt in env["runtimes"] or [{"name": "none ran", "version": "", "device": "", "device_name": "", "graphs": "n/a"}]:
-        lines.append(_line(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}"))
+        lines.append(
+            _line(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}")
+        )
     lines.append(f"- generated: {document['generated_at']}")
     overall = {0: "PASS", 3: "INCOMPLETE", 4: "NOTHING CERTIFIED"}.get(document["exit_code"], "FAIL")
     verdict_counts: dict[str, int] = {}
@@ -471,12 +485,20 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
 
     checks = list(dict.fromkeys(k for c in document["cases"] for k in c["checks"]))
-    table_head = ["", "## Summary", "", "| case | device | graphs | " + " | ".join(checks) + " | verdict |", "|" + "---|" * (len(checks) + 4)]
+    table_head = [
+        "",
+        "## Summary",
+        "",
+        "| case | device | graphs | " + " | ".join(checks) + " | verdict |",
+        "|" + "---|" * (len(checks) + 4),
+    ]
     table = []
     for c in document["cases"]:
         cells = [c["checks"].get(k, {}).get("cell", "-") for k in checks]
         mark = "mutant " if c["mutant"] else ""
-        table.append(_line(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |"))
+        table.append(
+            _line(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |")
+        )
 
     by_code: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for r in document["results"]:
@@ -488,7 +510,9 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         first = hits[0][1]
         rows = list(dict.fromkeys(f"`{r['case']}` [{r['device']}] {r['check']}" for r, _ in hits))
         shown = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
-        findings_items.append(_line(f"- **{code}** ({first['severity']}, {len(hits)}x): {first['message']} (fix: {first['hint']})"))
+        findings_items.append(
+            _line(f"- **{code}** ({first['severity']}, {len(hits)}x): {first['message']} (fix: {first['hint']})")
+        )
         findings_items.append(_line(f"  - in {shown}"))
 
     reasons = [
@@ -506,7 +530,9 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         if c["mutant"] and c["verdict"] != CAUGHT
     ]
     caught = sum(1 for c in document["cases"] if c["mutant"] and c["verdict"] == CAUGHT)
-    mutants_head = ["", "## Mutants", "", f"{caught} caught exactly; not caught:"] if any(c["mutant"] for c in document["cases"]) else []
+    mutants_head = (
+        ["", "## Mutants", "", f"{caught} caught exactly; not caught:"] if any(c["mutant"] for c in document["cases"]) else []
+    )
     sections = [
         (table_head, table, "| ... {n} more rows: see conformance.json |"),
         (["", "## Findings by code", ""] if findings_items else [], findings_items, "- ... {n} more lines: see conformance.json"),
@@ -592,7 +618,10 @@ def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: boo
         print(format_matrix(results, parsed.expect_mutants))
         print()
     if not parsed.plans:
-        print(f"fd-conformance report: note: {parsed.path} has no plan line (an older kit wrote it): tests that never ran cannot be listed", file=sys.stderr)
+        print(
+            f"fd-conformance report: note: {parsed.path} has no plan line (an older kit wrote it): tests that never ran cannot be listed",
+            file=sys.stderr,
+        )
     if document["run"]["not_run"] and not quiet:
         print(f"not run: {not_run_summary(document['run']['not_run'])}")
     if document["exit_code"] == EXIT_NOTHING_CERTIFIED:

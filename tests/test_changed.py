@@ -177,7 +177,9 @@ def test_src_layout_module_names_come_from_the_package_chain(tmp_path: Path) -> 
 
 
 # --------------------------------------------------------------------------- CLI
-def test_cli_writes_a_selection_file_that_read_selection_reads(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_a_selection_file_that_read_selection_reads(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(repo, "models/shared.py", "def norm(x):\n    return -x\n")
     commit_all(repo, "change")
     out = tmp_path / "selection.txt"
@@ -216,7 +218,10 @@ def test_bad_revision_is_a_one_line_usage_error_exit_2(repo: Path, argv: list[st
     # A real subprocess: the exit code and stderr are what a CI step sees.
     proc = subprocess.run(
         [sys.executable, "-m", "fd_conformance.cli", "changed", "--repo", str(repo), *argv],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert proc.returncode == EXIT_USAGE, proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -58,8 +58,13 @@ def fd(
 ) -> FDConfig:
     """An already post-processed config, written out: the rules judge exactly these values."""
     return FDConfig(
-        GraphOptConfig(use_cudagraph, only_prefill, [8, 4, 2, 1] if sizes is None else sizes,
-                       [8, 4, 2, 1] if prefill_sizes is None else prefill_sizes, level),
+        GraphOptConfig(
+            use_cudagraph,
+            only_prefill,
+            [8, 4, 2, 1] if sizes is None else sizes,
+            [8, 4, 2, 1] if prefill_sizes is None else prefill_sizes,
+            level,
+        ),
         CacheConfig(cpu_blocks),  # type: ignore[arg-type]  # FastDeploy's None means 0
         SchedulerConfig(role, 8),
         SpeculativeConfig(method, spec_tokens),
@@ -161,8 +166,7 @@ def test_duplicate_in_unused_prefill_list_of_fastdeploy_default_is_only_a_warnin
     assert "prefill graphs are off (cudagraph_only_prefill=False)" in warning.message
     assert warning.location.obj == "FastDeploy default"
     # The property helper gates on errors only: a post-processor producing this shape passes.
-    assert_postprocessor_preserves_invariants(lambda cfg: fastdeploy_default(prefill_order),
-                                              FDConfig.from_raw, max_examples=10)
+    assert_postprocessor_preserves_invariants(lambda cfg: fastdeploy_default(prefill_order), FDConfig.from_raw, max_examples=10)
 
 
 def test_duplicate_in_the_list_in_use_is_still_fdc402() -> None:
@@ -233,8 +237,13 @@ def test_sizes_not_divisible_by_tp_under_sp_moe_is_fdc405() -> None:
 
 # --------------------------------------------------------------------------- duck typing
 def test_flat_graph_opt_object_and_real_paths_both_read() -> None:
-    flat = SimpleNamespace(use_cudagraph=True, cudagraph_only_prefill=True, num_cpu_blocks=3,
-                           cudagraph_capture_sizes=[2, 1], cudagraph_capture_sizes_prefill=[2, 1])
+    flat = SimpleNamespace(
+        use_cudagraph=True,
+        cudagraph_only_prefill=True,
+        num_cpu_blocks=3,
+        cudagraph_capture_sizes=[2, 1],
+        cudagraph_capture_sizes_prefill=[2, 1],
+    )
     assert codes(flat) == ["FDC401"]
     nested = RawGraphOptConfig(cudagraph_only_prefill=True, num_cpu_blocks=3).to_namespace()
     assert read_field(nested, "num_cpu_blocks") == 3
@@ -299,8 +308,9 @@ def test_default_build_and_in_place_postprocessor_returning_none() -> None:
 
 def test_codes_filter_and_crashing_postprocessor() -> None:
     # Restricted to another rule, the FDC401 mutant is (correctly) not reported.
-    assert_postprocessor_preserves_invariants(postprocess_forcing_prefill_graphs, FDConfig.from_raw,
-                                              codes={"FDC402"}, max_examples=EXAMPLES)
+    assert_postprocessor_preserves_invariants(
+        postprocess_forcing_prefill_graphs, FDConfig.from_raw, codes={"FDC402"}, max_examples=EXAMPLES
+    )
 
     def crashes_on_mtp(cfg: FDConfig) -> FDConfig:
         if cfg.speculative_config.method == "mtp":

@@ -25,7 +25,7 @@ coverage = pytest.importorskip("coverage")
 
 ROOT = Path(__file__).resolve().parents[1]
 
-WORK = '''\
+WORK = """\
 import multiprocessing as mp
 import os
 import subprocess
@@ -67,7 +67,7 @@ if __name__ == "__main__":
     worker.join()
     subprocess.run([sys.executable, "child.py"], check=True)
     print("parent done")  # MARK parent
-'''
+"""
 CHILD = 'import sys\nprint("child", file=sys.stderr)  # MARK subprocess\n'
 
 
@@ -97,15 +97,19 @@ def measured_lines(tmp_path: Path, run_table: Mapping[str, Any]) -> dict[str, se
     # An outer coverage run (tox -e cov) must not leak its settings into this one.
     env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
     for argv in (["run", "work.py"], ["combine", "-q"]):
-        proc = subprocess.run([sys.executable, "-m", "coverage", *argv], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "coverage", *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     data = coverage.CoverageData(basename=str(tmp_path / ".coverage"))
     data.read()
-    return {
-        name: set(data.lines(str(tmp_path / name)) or ())
-        for name in ("work.py", "child.py")
-    }
+    return {name: set(data.lines(str(tmp_path / name)) or ()) for name in ("work.py", "child.py")}
 
 
 def covered_marks(tmp_path: Path, run_table: Mapping[str, Any]) -> set[str]:

@@ -43,16 +43,24 @@ EXAMPLES = 40
 CPU_CACHE_RULE = ("        self._cpu_cache_rule()\n", "")  # seed 004: the guard is missing
 CONFIG_DEFECTS = {
     "FDC401": CPU_CACHE_RULE,
-    "FDC402": ("    return sorted({-(-s // multiple) * multiple for s in sizes if s > 0}, reverse=True)",
-               "    return [-(-s // multiple) * multiple for s in sizes if s > 0]"),
+    "FDC402": (
+        "    return sorted({-(-s // multiple) * multiple for s in sizes if s > 0}, reverse=True)",
+        "    return [-(-s // multiple) * multiple for s in sizes if s > 0]",
+    ),
     "FDC403": ('        step = spec.num_speculative_tokens + 1 if spec.method == "mtp" else 1', "        step = 1"),
     "FDC404": ("            g.graph_opt_level = 0\n", "            pass\n"),
     "FDC405": ("        tp = par.tensor_parallel_size if par.use_sequence_parallel_moe else 1", "        tp = 1"),
 }
 
 
-def make_tree(tmp_path: Path, *, runner: str | None = None, models: tuple[str, ...] = (),
-              config_edit: tuple[str, str] | None = None, init: str | None = None) -> Path:
+def make_tree(
+    tmp_path: Path,
+    *,
+    runner: str | None = None,
+    models: tuple[str, ...] = (),
+    config_edit: tuple[str, str] | None = None,
+    init: str | None = None,
+) -> Path:
     """The base tree copied to tmp_path, with variant files put in place."""
     root = tmp_path / "tree"
     shutil.copytree(FIXTURE / "base", root)
@@ -155,9 +163,11 @@ def test_fastdeploy_logs_go_to_a_temp_dir_not_the_cwd(tmp_path: Path, monkeypatc
 
 
 def test_help_imports_no_framework_and_no_bridge() -> None:
-    code = ("import sys; from fd_conformance.cli import build_parser; build_parser(); "
-            "bad = [m for m in ('paddle', 'torch', 'fastdeploy', 'hypothesis', 'fd_conformance.fastdeploy.checkout') "
-            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys; from fd_conformance.cli import build_parser; build_parser(); "
+        "bad = [m for m in ('paddle', 'torch', 'fastdeploy', 'hypothesis', 'fd_conformance.fastdeploy.checkout') "
+        "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -269,8 +279,7 @@ def test_cli_clean_tree_prints_three_tables_and_exits_0(tmp_path: Path, capsys: 
 
 
 def test_cli_seeded_tree_exits_1_naming_each_defect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_tree(tmp_path, runner="runner_release_first.py", models=("model_without_clear.py",),
-                     config_edit=CPU_CACHE_RULE)
+    root = make_tree(tmp_path, runner="runner_release_first.py", models=("model_without_clear.py",), config_edit=CPU_CACHE_RULE)
     assert bridge_cli.run(bridge_cli_args(root)) == EXIT_VIOLATIONS
     out = capsys.readouterr().out
     assert "| FDC401 | error | VIOLATED |" in out
@@ -302,9 +311,26 @@ def test_pytest_entry_point_gates_like_the_command(tmp_path: Path, runner: str |
 
     root = make_tree(tmp_path, runner=runner)
     env = {**os.environ, "FD_CONFORMANCE_FASTDEPLOY": str(root), "FD_CONFORMANCE_FASTDEPLOY_EXAMPLES": "10"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.fastdeploy.suite", "-q",
-                           "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, check=False, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "fd_conformance.fastdeploy.suite",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert (done.returncode == 0) is passes, done.stdout[-3000:]
     if not passes:
         assert "1 failed" in done.stdout and "main=off draft=on spec=mtp" in done.stdout and "FDC203" in done.stdout

@@ -92,8 +92,14 @@ def test_pytest_timeout_value_becomes_the_watchdog_deadline(tmp_path: Path) -> N
 def test_pytest_timeout_alone_loses_the_session(tmp_path: Path) -> None:
     """The known-bad variant the watchdog exists for: isolation off, thread method on."""
     rc, out = inner_pytest(
-        tmp_path, CASES / "timeout_interplay.py", "--timeout=1", "--timeout-method=thread", "--fd-isolate=off",
-        "-k", "not orphan", f"--junitxml={tmp_path / 'j.xml'}",
+        tmp_path,
+        CASES / "timeout_interplay.py",
+        "--timeout=1",
+        "--timeout-method=thread",
+        "--fd-isolate=off",
+        "-k",
+        "not orphan",
+        f"--junitxml={tmp_path / 'j.xml'}",
     )
     assert "Timeout" in out
     assert "1 passed" not in out and not (tmp_path / "j.xml").exists()  # later test and JUnit lost
@@ -102,7 +108,9 @@ def test_pytest_timeout_alone_loses_the_session(tmp_path: Path) -> None:
 def test_under_xdist_each_result_is_written_once(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     results = tmp_path / "r.jsonl"
-    rc, out = inner_pytest(tmp_path, CASES / "timeout_interplay.py", "-n", "1", "--fd-timeout=1", f"--fd-results={results}", "-k", "not orphan")
+    rc, out = inner_pytest(
+        tmp_path, CASES / "timeout_interplay.py", "-n", "1", "--fd-timeout=1", f"--fd-results={results}", "-k", "not orphan"
+    )
     records = read_results(results)
     assert rc == 1, out
     assert sorted((r["nodeid"].split("::")[1], r["outcome"]) for r in records) == [
@@ -111,11 +119,24 @@ def test_under_xdist_each_result_is_written_once(tmp_path: Path) -> None:
     ]
 
 
-def _orphan_after_controller_kill(tmp_path: Path, env: dict[str, str] | None = None, cwd: Path = TESTS.parent) -> tuple[int, list[str]]:
+def _orphan_after_controller_kill(
+    tmp_path: Path, env: dict[str, str] | None = None, cwd: Path = TESTS.parent
+) -> tuple[int, list[str]]:
     """SIGKILL a controller while its worker hangs; (the worker's pid, nodeids in the results log)."""
     results, pid_file = tmp_path / "r.jsonl", tmp_path / "worker.pid"
-    cmd = [sys.executable, "-m", "pytest", str(CASES / "timeout_interplay.py"), "-p", "no:cacheprovider", "-q",
-           "--fd-timeout=120", f"--fd-results={results}", "-k", "orphan or plain"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(CASES / "timeout_interplay.py"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--fd-timeout=120",
+        f"--fd-results={results}",
+        "-k",
+        "orphan or plain",
+    ]
     full_env = {**os.environ, "PYTHONPATH": str(TESTS), "FDC_TEST_PID_FILE": str(pid_file), **(env or {})}
     controller = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -183,8 +204,12 @@ def test_bad_fd_timeout_is_a_one_line_usage_error(tmp_path: Path) -> None:
 def _late_session(tmp_path: Path, *extra: str) -> tuple[dict[str, dict[str, Any]], Path, str]:
     results, imports = tmp_path / "r.jsonl", tmp_path / "worker_imports.txt"
     rc, out = inner_pytest(
-        tmp_path, CASES / "skip_and_spare.py", str(CASES / "plain_collected_late.py"), f"--fd-results={results}",
-        *extra, env={"FDC_TEST_WORKER_IMPORTS": str(imports)},
+        tmp_path,
+        CASES / "skip_and_spare.py",
+        str(CASES / "plain_collected_late.py"),
+        f"--fd-results={results}",
+        *extra,
+        env={"FDC_TEST_WORKER_IMPORTS": str(imports)},
     )
     assert rc == 1, out  # the two hangs
     return by_test(results), imports, out
@@ -225,7 +250,9 @@ def test_hung_conformance_check_reaches_the_matrix_as_fdc501(tmp_path: Path) -> 
     keys, or the hang would vanish from conformance.json (the bug this guards against)."""
     report_dir = tmp_path / "report"
     rc, out = inner_pytest(
-        tmp_path, CASES / "conformance_hang.py", f"--fd-model={CASES / 'conformance_hang.py'}:hang_case",
+        tmp_path,
+        CASES / "conformance_hang.py",
+        f"--fd-model={CASES / 'conformance_hang.py'}:hang_case",
         f"--fd-report={report_dir}",
     )
     assert rc == 1, out
@@ -241,7 +268,10 @@ def test_hang_after_the_last_report_is_reported_and_the_session_goes_on(tmp_path
     INTERNALERROR, exit 3, every later test lost. Now: FDC501 on the teardown, in the matrix too."""
     results, report_dir = tmp_path / "r.jsonl", tmp_path / "report"
     rc, out = inner_pytest(
-        tmp_path, AFTER_TEARDOWN, f"--fd-model={AFTER_TEARDOWN}:probe_case", f"--fd-results={results}",
+        tmp_path,
+        AFTER_TEARDOWN,
+        f"--fd-model={AFTER_TEARDOWN}:probe_case",
+        f"--fd-results={results}",
         f"--fd-report={report_dir}",
     )
     assert rc == 1 and "INTERNALERROR" not in out, out
@@ -256,7 +286,7 @@ def test_hang_after_the_last_report_is_reported_and_the_session_goes_on(tmp_path
 
 
 def test_reports_made_by_the_parent_keep_matrix_keys_and_the_checks_findings(tmp_path: Path) -> None:
-    """"Not collected in the worker" is decided in the parent: its report needs the case keys or
+    """ "Not collected in the worker" is decided in the parent: its report needs the case keys or
     the check vanishes from the matrix. A worker that retires after a complete, failed run (out of
     memory) adds FDC502: the check's own finding (FDC202) must stay next to it, not be replaced."""
     target, report_dir = CASES / "parent_made_reports.py", tmp_path / "report"
@@ -294,8 +324,10 @@ def test_gpu_mtp_order_hang_or_caught_by_lifecycle_rule() -> None:
     with IsolatedRunner() as runner:
         wrong = runner.call("hang_cases.gpu_hangs:collective_graph_order", True, timeout=60)
         fixed = runner.call("hang_cases.gpu_hangs:collective_graph_order", False, timeout=60)
-    print(f"MTP wrong order: outcome={wrong.outcome} value={wrong.value} cause={wrong.run.cause} "
-          f"last_event={wrong.run.last_event} frame={wrong.run.stuck_frame}")
+    print(
+        f"MTP wrong order: outcome={wrong.outcome} value={wrong.value} cause={wrong.run.cause} "
+        f"last_event={wrong.run.last_event} frame={wrong.run.stuck_frame}"
+    )
     print(f"MTP fixed order: outcome={fixed.outcome} value={fixed.value}")
     if wrong.outcome == "hang":
         assert wrong.finding is not None and wrong.finding.code == "FDC501"

@@ -190,9 +190,7 @@ def test_lifecycle_rule_catches_the_mtp_order_through_isolation(runner: Isolated
 
 
 def test_sticky_cuda_and_oom_texts_are_crash_causes() -> None:
-    assert classify_error("RuntimeError: CUDA error: an illegal memory access was encountered").startswith(
-        "CUDA sticky error"
-    )
+    assert classify_error("RuntimeError: CUDA error: an illegal memory access was encountered").startswith("CUDA sticky error")
     assert classify_error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate").startswith("out of memory")
     assert classify_error("AssertionError: outputs differ") is None
 
@@ -275,7 +273,7 @@ def test_gpu_spare_holds_no_cuda_context() -> None:
 
 # A test package installed somewhere else than where pytest runs, as fd_conformance.suite is in
 # site-packages: `pytest --pyargs` names its tests relative to the package, not to the rootdir.
-ISOLATED_MODULE = '''
+ISOLATED_MODULE = """
 import os
 import pytest
 
@@ -286,8 +284,8 @@ with open(os.environ["FDC_IMPORT_LOG"], "a") as log:
 @pytest.mark.isolated
 def test_runs_in_worker():
     assert os.environ.get("FD_CONFORMANCE_ISOLATION_WORKER") == "1"
-'''
-PLAIN_MODULE = '''
+"""
+PLAIN_MODULE = """
 import os
 
 with open(os.environ["FDC_IMPORT_LOG"], "a") as log:
@@ -296,7 +294,7 @@ with open(os.environ["FDC_IMPORT_LOG"], "a") as log:
 
 def test_runs_in_parent():
     assert os.environ.get("FD_CONFORMANCE_ISOLATION_WORKER") is None
-'''
+"""
 
 
 def _pyargs_session(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], list[str], Path]:
@@ -309,12 +307,20 @@ def _pyargs_session(tmp_path: Path, *options: str) -> tuple[subprocess.Completed
     cwd = tmp_path / "elsewhere"  # no ini file, no conftest: the rootdir is this directory
     cwd.mkdir()
     log = tmp_path / "imports.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-           "FDC_IMPORT_LOG": str(log), "FD_CONFORMANCE_GPU": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "FDC_IMPORT_LOG": str(log),
+        "FD_CONFORMANCE_GPU": "0",
+    }
     env.pop("FD_CONFORMANCE_ISOLATION_WORKER", None)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "fdc_pyargs_suite", "-p", "no:cacheprovider", "-q", *options],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return proc, log.read_text().splitlines() if log.exists() else [], cwd
 
@@ -370,7 +376,12 @@ def test_startup_deadline_starts_when_the_paths_are_sent() -> None:
     collection time (here longer than the whole startup budget) must not count against it."""
     tests = Path(__file__).parent
     target = tests / "hang_cases" / "timeout_interplay.py"
-    setup = {"option_dict": {}, "args": ["-p", "no:cacheprovider", str(target)], "invocation_dir": str(tests.parent), "paths": None}
+    setup = {
+        "option_dict": {},
+        "args": ["-p", "no:cacheprovider", str(target)],
+        "invocation_dir": str(tests.parent),
+        "paths": None,
+    }
     worker = WorkerProcess("pytest", setup, startup_timeout=STARTUP_BUDGET_S)
     try:
         time.sleep(STARTUP_BUDGET_S + 0.5)  # the parent still collecting
@@ -387,7 +398,7 @@ def test_worker_setup_passes_positional_arguments_only_as_args(pytestconfig: pyt
 
     setup = pytestconfig.stash[CONTROLLER_KEY]._worker_setup()
     assert "file_or_dir" not in setup["option_dict"]
-    assert setup["args"][-len(pytestconfig.args):] == list(pytestconfig.args)
+    assert setup["args"][-len(pytestconfig.args) :] == list(pytestconfig.args)
 
 
 def test_worker_messages_are_named_and_checked_at_the_sender() -> None:

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 import torch
+from _helpers import torch_cpu_runtime
 
 from fd_conformance.findings import Finding
 from fd_conformance.lifecycle import LifecycleRecorder, format_event
 from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK, EventKind, Graph, StaleGraphError
 from fd_conformance.runtime.torch import TorchRuntime, create
-
-from _helpers import torch_cpu_runtime
 
 
 class TinyModel:
@@ -108,7 +107,9 @@ def test_fdc201_is_one_finding_per_graph_capture_however_many_parameters(rt: Tor
     assert _codes(findings) == ["FDC201"] * 3
     assert [f.location.obj for f in findings] == [f"graph 'decode-{n}' (owner lm)" for n in (4, 2, 1)]
     message = findings[0].message
-    assert "40 parameters it captured were released ('layers.0.weight', 'layers.1.weight', 'layers.2.weight' and 37 more" in message
+    assert (
+        "40 parameters it captured were released ('layers.0.weight', 'layers.1.weight', 'layers.2.weight' and 37 more" in message
+    )
     assert "first at #" in message and "param_released 'layers.0.weight'" in message
 
 
@@ -286,9 +287,7 @@ def test_recorder_records_in_order_and_stops_on_exit(rt: TorchRuntime) -> None:
     kinds = [e.kind for e in rec.events]
     assert kinds == [EventKind.GRAPH_CAPTURED, EventKind.MARK, EventKind.GRAPH_DESTROYED, EventKind.MARK]
     assert [e.seq for e in rec.events] == sorted(e.seq for e in rec.events)
-    assert rec.last_event is not None and format_event(rec.last_event).endswith(
-        "mark 'clear_graph_opt_backend:end' [main]"
-    )
+    assert rec.last_event is not None and format_event(rec.last_event).endswith("mark 'clear_graph_opt_backend:end' [main]")
     assert rt.events.listeners == []
     gc.collect()
 

@@ -167,14 +167,16 @@ def test_noqa_needs_the_code(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- config
 def test_pyproject_table_configures_names(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [tool.fd-conformance]
         other-component = 1  # keys outside .lint belong to other parts of the kit
         [tool.fd-conformance.lint]
         wrapper-patterns = ["*Wrapper"]
         release-calls = ["free_all"]
         severity = { FDC002 = "error" }
-    """))
+    """)
+    )
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "m.py").write_text(
@@ -198,8 +200,9 @@ def test_pyproject_table_configures_names(tmp_path: Path) -> None:
         ("severity = { FDC002 = 'fatal' }", "severity for FDC002"),
     ],
 )
-def test_bad_config_is_a_usage_error_naming_key_and_file(tmp_path: Path, table: str, needle: str,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_config_is_a_usage_error_naming_key_and_file(
+    tmp_path: Path, table: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "lint.toml"
     cfg.write_text(table + "\n")
     with pytest.raises(UsageError) as err:
@@ -251,34 +254,79 @@ SARIF_SUBSET = {
     "required": ["version", "runs"],
     "properties": {
         "version": {"const": "2.1.0"},
-        "runs": {"type": "array", "minItems": 1, "items": {
-            "type": "object",
-            "required": ["tool", "results"],
-            "properties": {
-                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
-                    "type": "object", "required": ["name", "rules"],
-                    "properties": {"rules": {"type": "array", "items": {
-                        "type": "object", "required": ["id", "shortDescription", "helpUri"],
-                        "properties": {"shortDescription": {"type": "object", "required": ["text"]},
-                                       "helpUri": {"type": "string", "pattern": "^https?://"}}}}}}}},
-                "results": {"type": "array", "items": {
-                    "type": "object", "required": ["ruleId", "level", "message", "locations"],
-                    "properties": {
-                        "level": {"enum": ["none", "note", "warning", "error"]},
-                        "message": {"type": "object", "required": ["text"]},
-                        "locations": {"type": "array", "minItems": 1, "items": {
-                            "type": "object", "required": ["physicalLocation"],
-                            "properties": {"physicalLocation": {
-                                "type": "object", "required": ["artifactLocation", "region"],
+        "runs": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["tool", "results"],
+                "properties": {
+                    "tool": {
+                        "type": "object",
+                        "required": ["driver"],
+                        "properties": {
+                            "driver": {
+                                "type": "object",
+                                "required": ["name", "rules"],
                                 "properties": {
-                                    "artifactLocation": {"type": "object", "required": ["uri"], "properties": {
-                                        "uri": {"type": "string", "not": {"pattern": "^/"}}}},
-                                    "region": {"type": "object", "required": ["startLine", "startColumn"],
-                                               "properties": {"startLine": {"type": "integer", "minimum": 1},
-                                                              "startColumn": {"type": "integer", "minimum": 1}}},
-                                }}}}},
-                    }}},
-            }}},
+                                    "rules": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["id", "shortDescription", "helpUri"],
+                                            "properties": {
+                                                "shortDescription": {"type": "object", "required": ["text"]},
+                                                "helpUri": {"type": "string", "pattern": "^https?://"},
+                                            },
+                                        },
+                                    }
+                                },
+                            }
+                        },
+                    },
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["ruleId", "level", "message", "locations"],
+                            "properties": {
+                                "level": {"enum": ["none", "note", "warning", "error"]},
+                                "message": {"type": "object", "required": ["text"]},
+                                "locations": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["physicalLocation"],
+                                        "properties": {
+                                            "physicalLocation": {
+                                                "type": "object",
+                                                "required": ["artifactLocation", "region"],
+                                                "properties": {
+                                                    "artifactLocation": {
+                                                        "type": "object",
+                                                        "required": ["uri"],
+                                                        "properties": {"uri": {"type": "string", "not": {"pattern": "^/"}}},
+                                                    },
+                                                    "region": {
+                                                        "type": "object",
+                                                        "required": ["startLine", "startColumn"],
+                                                        "properties": {
+                                                            "startLine": {"type": "integer", "minimum": 1},
+                                                            "startColumn": {"type": "integer", "minimum": 1},
+                                                        },
+                                                    },
+                                                },
+                                            }
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 
@@ -360,8 +408,7 @@ def test_fix_leaves_calls_into_code_outside_the_tree(tmp_path: Path) -> None:
 
 
 def test_fix_respects_noqa_and_existing_canonical() -> None:
-    both = ("class A:\n    def clear_graph_opt_backend(self): ...\n"
-            "    def clear_grpah_opt_backend(self): ...\n")
+    both = "class A:\n    def clear_graph_opt_backend(self): ...\n    def clear_grpah_opt_backend(self): ...\n"
     assert fix_source(both, rename_calls=True) == both
     kept = "x.clear_grpah_opt_backend()  # noqa: FDC002\n"
     assert fix_source(kept, rename_calls=True) == kept
@@ -413,11 +460,14 @@ def _found(result: object) -> set[tuple[str, str, int]]:
 def test_wrapper_found_through_a_base_in_an_unchanged_file(tmp_path: Path) -> None:
     """Discovery through bases: Leaf matches no pattern and is a wrapper only because Mid (in an
     unchanged file) descends from ModelForCausalLM. Mid's own FDC001 is not the given file's."""
-    _write(tmp_path, {
-        "pyproject.toml": "",
-        "pkg/mid.py": "class Mid(ModelForCausalLM):\n    def forward(self): ...\n",
-        "pkg/leaf.py": "from pkg.mid import Mid\n\nclass Leaf(Mid):\n    pass\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "pkg/mid.py": "class Mid(ModelForCausalLM):\n    def forward(self): ...\n",
+            "pkg/leaf.py": "from pkg.mid import Mid\n\nclass Leaf(Mid):\n    pass\n",
+        },
+    )
     result = lint_paths([tmp_path / "pkg" / "leaf.py"], DEFAULTS, root=tmp_path)
     assert _found(result) == {("FDC001", "pkg/leaf.py", 3)}
     assert result.context_files_parsed == 1
@@ -427,15 +477,17 @@ def test_wrapper_found_through_a_base_in_an_unchanged_file(tmp_path: Path) -> No
 
 def test_context_parses_only_files_that_may_define_the_missing_bases(tmp_path: Path) -> None:
     files = {f"pkg/other_{i}.py": f"class Other{i}:\n    def clear_parameters(self): ...\n" for i in range(30)}
-    files.update({
-        "pyproject.toml": "",
-        "pkg/base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
-        # Mentions "class Base" inside a string: parsed (the text filter is a superset), lends nothing.
-        "pkg/docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
-        "pkg/llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
-        "pkg/qwen.py": "class QwenForCausalLM(Middle):\n    pass\n",
-        "pkg/middle.py": 'class Middle:\n    """Not Base."""\n',
-    })
+    files.update(
+        {
+            "pyproject.toml": "",
+            "pkg/base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
+            # Mentions "class Base" inside a string: parsed (the text filter is a superset), lends nothing.
+            "pkg/docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
+            "pkg/llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
+            "pkg/qwen.py": "class QwenForCausalLM(Middle):\n    pass\n",
+            "pkg/middle.py": 'class Middle:\n    """Not Base."""\n',
+        }
+    )
     _write(tmp_path, files)
     good = lint_paths([tmp_path / "pkg" / "llama.py"], DEFAULTS, root=tmp_path)
     assert _found(good) == set() and good.context_files_parsed == 2  # base.py and docs.py, not the 30 others
@@ -444,21 +496,27 @@ def test_context_parses_only_files_that_may_define_the_missing_bases(tmp_path: P
 
 
 def test_a_string_that_looks_like_a_base_lends_no_clear_method(tmp_path: Path) -> None:
-    _write(tmp_path, {
-        ".git/HEAD": "",
-        "docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
-        "llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
-    })
+    _write(
+        tmp_path,
+        {
+            ".git/HEAD": "",
+            "docs.py": 'EXAMPLE = """\nclass Base:\n    def clear_graph_opt_backend(self): ...\n"""\n',
+            "llama.py": "class LlamaForCausalLM(Base):\n    pass\n",
+        },
+    )
     assert _found(lint_paths([tmp_path / "llama.py"], DEFAULTS, root=tmp_path)) == {("FDC001", "llama.py", 1)}
 
 
 def test_local_definition_wins_over_the_context(tmp_path: Path) -> None:
     # The module's own Base (no clear) is the one Python binds; another file's Base must not hide the defect.
-    _write(tmp_path, {
-        "pyproject.toml": "",
-        "base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
-        "llama.py": "class Base:\n    pass\n\n\nclass LlamaForCausalLM(Base):\n    pass\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "base.py": "class Base:\n    def clear_graph_opt_backend(self): ...\n",
+            "llama.py": "class Base:\n    pass\n\n\nclass LlamaForCausalLM(Base):\n    pass\n",
+        },
+    )
     result = lint_paths([tmp_path / "llama.py"], DEFAULTS, root=tmp_path)
     assert _found(result) == {("FDC001", "llama.py", 5)} and result.context_files_parsed == 0
 
@@ -476,11 +534,17 @@ def test_each_file_alone_reports_what_the_full_tree_reports_for_it(tmp_path: Pat
         assert [f.format() for f in alone.findings] == [f.format() for f in full.findings if f.location.path == shown]
 
 
-def test_explicit_context_and_its_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_context_and_its_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # No pyproject.toml/.git and run from elsewhere: only --context finds the base.
-    _write(tmp_path, {"m/base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
-                      "m/llama.py": "class LlamaForCausalLM(B):\n    pass\n"})
+    _write(
+        tmp_path,
+        {
+            "m/base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
+            "m/llama.py": "class LlamaForCausalLM(B):\n    pass\n",
+        },
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -496,8 +560,14 @@ def test_explicit_context_and_its_errors(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_directory_runs_stay_self_contained(tmp_path: Path) -> None:
     # A directory argument is linted as before: no lookup outside it, even with a project root above.
-    _write(tmp_path, {"pyproject.toml": "", "base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
-                      "pkg/llama.py": "class LlamaForCausalLM(B):\n    pass\n"})
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "base.py": "class B:\n    def clear_graph_opt_backend(self): ...\n",
+            "pkg/llama.py": "class LlamaForCausalLM(B):\n    pass\n",
+        },
+    )
     result = lint_paths([tmp_path / "pkg"], DEFAULTS, root=tmp_path)
     assert _found(result) == {("FDC001", "pkg/llama.py", 1)} and result.context_files_parsed == 0
 
@@ -553,7 +623,7 @@ class GraphOptWrapper:
     def clear_grpah_opt_backend(self, fd_config=None):
         self.cleared = getattr(self, "cleared", 0) + 1
 '''
-WRAPPER_CALLING_OUT = '''\
+WRAPPER_CALLING_OUT = """\
 from callee import GraphOptWrapper
 
 
@@ -568,7 +638,7 @@ class TinyForCausalLM:
     def reset(self):
         self.clear_grpah_opt_backend()
         return super().__repr__()
-'''
+"""
 
 
 def test_fix_renames_calls_per_callee_not_per_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -595,8 +665,9 @@ def test_fix_renames_calls_per_callee_not_per_tree(tmp_path: Path, monkeypatch: 
 
 def test_fix_leaves_self_calls_in_classes_it_did_not_rename() -> None:
     # Sub inherits the legacy def from a base this file does not define: its self/super calls stay.
-    sub = ("class Sub(Base):\n    def go(self):\n        self.clear_grpah_opt_backend()\n"
-           "        super().clear_grpah_opt_backend()\n")
+    sub = (
+        "class Sub(Base):\n    def go(self):\n        self.clear_grpah_opt_backend()\n        super().clear_grpah_opt_backend()\n"
+    )
     assert fix_source(sub) == sub
 
 
@@ -614,12 +685,15 @@ def test_fix_calls_without_fix_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert "--fix-calls" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("bad_args", [
-    ["--context", "{tmp}", "--no-context"],
-    ["--context", "{tmp}/missing-dir"],
-    ["{tmp}/missing.py"],
-    ["-o", "{tmp}"],
-])
+@pytest.mark.parametrize(
+    "bad_args",
+    [
+        ["--context", "{tmp}", "--no-context"],
+        ["--context", "{tmp}/missing-dir"],
+        ["{tmp}/missing.py"],
+        ["-o", "{tmp}"],
+    ],
+)
 def test_fix_writes_nothing_when_the_command_line_is_rejected(tmp_path: Path, bad_args: list[str]) -> None:
     """Item 3: the usage error came after --fix had already rewritten the file."""
     src = tmp_path / "x.py"
@@ -638,7 +712,9 @@ def test_exclude_applies_to_explicitly_named_files(tmp_path: Path, monkeypatch: 
     named = lint_paths([tmp_path / "gen" / "m.py", tmp_path / "keep.py"], cfg, root=tmp_path, use_context=False)
     assert named.files_scanned == 1 and _found(named) == {("FDC001", "keep.py", 1)}
     # This repository's own hook: mutants.py is excluded in pyproject.toml, named or not.
-    assert (REPO / "models" / "fd_reference_models" / "mutants.py").is_file(), "the reference mutants moved: point this test at them"
+    assert (REPO / "models" / "fd_reference_models" / "mutants.py").is_file(), (
+        "the reference mutants moved: point this test at them"
+    )
     monkeypatch.chdir(REPO)
     assert main(["lint", "models/fd_reference_models/mutants.py"]) == EXIT_OK
     assert main(["lint", "models/fd_reference_models"]) == EXIT_OK
@@ -646,13 +722,16 @@ def test_exclude_applies_to_explicitly_named_files(tmp_path: Path, monkeypatch: 
 
 def test_subclass_named_like_its_base_inherits_the_clear(tmp_path: Path) -> None:
     """Item 5: class XForCausalLM(a.XForCausalLM) was taken for a cycle and reported."""
-    _write(tmp_path, {
-        "pyproject.toml": "",
-        "a.py": "class XForCausalLM:\n    def clear_graph_opt_backend(self): ...\n",
-        "b.py": "import a\n\n\nclass XForCausalLM(a.XForCausalLM):\n    pass\n",
-        "bare.py": "class ZForCausalLM:\n    pass\n",
-        "c.py": "import bare\n\n\nclass ZForCausalLM(bare.ZForCausalLM):\n    pass\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "a.py": "class XForCausalLM:\n    def clear_graph_opt_backend(self): ...\n",
+            "b.py": "import a\n\n\nclass XForCausalLM(a.XForCausalLM):\n    pass\n",
+            "bare.py": "class ZForCausalLM:\n    pass\n",
+            "c.py": "import bare\n\n\nclass ZForCausalLM(bare.ZForCausalLM):\n    pass\n",
+        },
+    )
     whole = lint_paths([tmp_path], DEFAULTS, root=tmp_path)
     assert _found(whole) == {("FDC001", "bare.py", 1), ("FDC001", "c.py", 4)}  # good twin: b.py clean
     # Pre-commit mode: only b.py given, its base lives in an unchanged file of the project.
@@ -662,15 +741,14 @@ def test_subclass_named_like_its_base_inherits_the_clear(tmp_path: Path) -> None
 
 
 def test_real_inheritance_cycle_terminates(tmp_path: Path) -> None:
-    _write(tmp_path, {"m.py": "class AForCausalLM(BForCausalLM):\n    pass\n\n\n"
-                              "class BForCausalLM(AForCausalLM):\n    pass\n"})
+    _write(tmp_path, {"m.py": "class AForCausalLM(BForCausalLM):\n    pass\n\n\nclass BForCausalLM(AForCausalLM):\n    pass\n"})
     assert _found(lint_paths([tmp_path], DEFAULTS, root=tmp_path)) == {("FDC001", "m.py", 1), ("FDC001", "m.py", 5)}
 
 
 # \x0c (form feed, PEP 8's page break), \x1c and \u2028 are line breaks to str.splitlines, not to ast.
-ODD_BREAKS = ("x = 1\n\x0c\ns = 'a\x1cb\u2028c'\n"
-              "obj.clear_grpah_opt_backend()  # noqa: FDC002\n"
-              "\u00e9 = obj.clear_grpah_opt_backend()\n")
+ODD_BREAKS = (
+    "x = 1\n\x0c\ns = 'a\x1cb\u2028c'\nobj.clear_grpah_opt_backend()  # noqa: FDC002\n\u00e9 = obj.clear_grpah_opt_backend()\n"
+)
 
 
 def test_noqa_and_columns_survive_splitlines_only_breaks(tmp_path: Path) -> None:
@@ -690,10 +768,13 @@ def test_fix_edits_the_right_line_after_a_form_feed() -> None:
     assert cls.clear_graph_opt_backend is cls.clear_grpah_opt_backend  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("data", "encoding"), [
-    (b"\xef\xbb\xbfclass A:\n    def clear_grpah_opt_backend(self): ...\n", "utf-8-sig"),
-    (b"# -*- coding: latin-1 -*-\nS = '\xe9'\nclass A:\n    def clear_grpah_opt_backend(self): ...\n", "latin-1"),
-])
+@pytest.mark.parametrize(
+    ("data", "encoding"),
+    [
+        (b"\xef\xbb\xbfclass A:\n    def clear_grpah_opt_backend(self): ...\n", "utf-8-sig"),
+        (b"# -*- coding: latin-1 -*-\nS = '\xe9'\nclass A:\n    def clear_grpah_opt_backend(self): ...\n", "latin-1"),
+    ],
+)
 def test_bom_and_coding_cookie_are_read_as_python_reads_them(tmp_path: Path, data: bytes, encoding: str) -> None:
     """Item 7: both were reported FDC100 (cannot parse / cannot read); --fix keeps the encoding."""
     src = tmp_path / "m.py"
@@ -774,8 +855,10 @@ def test_sarif_uri_for_files_outside_the_working_directory(tmp_path: Path, monke
 def test_fdc102_message_shows_the_call_as_written(tmp_path: Path) -> None:
     """Item 29: a helper call was printed as a method call on its argument."""
     src = tmp_path / "r.py"
-    src.write_text("def clear(self):\n    if self.use_cudagraph:\n        clear_graphs_of(self.draft)\n"
-                   "    if self.use_cudagraph:\n        self.proposer.model.clear_graph_opt_backend()\n")
+    src.write_text(
+        "def clear(self):\n    if self.use_cudagraph:\n        clear_graphs_of(self.draft)\n"
+        "    if self.use_cudagraph:\n        self.proposer.model.clear_graph_opt_backend()\n"
+    )
     cfg = LintConfig(graph_clear_calls=("clear_graphs_of", CANONICAL))
     messages = [f.message for f in lint_paths([src], cfg, root=tmp_path).findings]
     assert len(messages) == 2
@@ -819,7 +902,8 @@ def test_fdc102_nested_fix_shape_with_default_names(tmp_path: Path) -> None:
     """The upstream hang fix's shape, default flag names: the draft's own flag is tested, but
     inside the main one. Its twin with the draft block beside the main one is clean."""
     src = tmp_path / "runner.py"
-    src.write_text(textwrap.dedent("""\
+    src.write_text(
+        textwrap.dedent("""\
         class Worker:
             def drop_weights(self, rank):
                 if self.graph_cfg.use_cudagraph:
@@ -827,11 +911,14 @@ def test_fdc102_nested_fix_shape_with_default_names(tmp_path: Path) -> None:
                     if self.spec_on and self.graph_cfg.draft_model_use_cudagraph:
                         self.drafter.net.clear_graph_opt_backend()
                 self.weights.clear_parameters(rank)
-        """))
+        """)
+    )
     assert codes_at(src) == [("FDC102", 6)]
-    src.write_text(src.read_text().replace(
-        "            if self.spec_on and", "        if self.spec_on and").replace(
-        "                self.drafter", "            self.drafter"))
+    src.write_text(
+        src.read_text()
+        .replace("            if self.spec_on and", "        if self.spec_on and")
+        .replace("                self.drafter", "            self.drafter")
+    )
     assert "\n        if self.spec_on" in src.read_text()
     assert codes_at(src) == []
 
@@ -869,13 +956,15 @@ def test_discovery_knobs_still_decide(tmp_path: Path) -> None:
     loose = LintConfig(block_patterns=(), block_bases=(), exclude_classes=())
     assert {line for _, line in codes_at(DISCOVERY, loose)} >= {11, 16, 21, 25, 29, 33, 42}
     # wrapper-patterns still picks the wrappers by name; block-patterns applies to the name route only.
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [tool.fd-conformance.lint]
         wrapper-patterns = ["*Net"]
         block-patterns = ["*SubNet"]
         block-bases = ["Conv*"]
         draft-owner-classes = ["*Speculator"]
-    """))
+    """)
+    )
     (tmp_path / "m.py").write_text(
         "class TinyNet: pass\nclass TinySubNet: pass\nclass ConvNet(Conv2d): pass\n"
         "@register_model_class\nclass RegisteredSubNet: pass\n"
@@ -912,8 +1001,13 @@ def test_fastdeploy_bench_skips_cleanly_without_a_checkout(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "lint_fastdeploy.py"), str(tmp_path / "absent")],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "lint_fastdeploy.py"), str(tmp_path / "absent")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("skip:"), proc.stderr
 
 
@@ -929,10 +1023,12 @@ def test_fastdeploy_bench_counts_tp_fp_fn_on_a_git_history(tmp_path: Path, capsy
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     subprocess.run([*git, "init", "-q"], check=True)
     runner = pkg / "runner.py"
-    runner.write_text("class Worker:\n    def drop(self, rank):\n        if self.use_cudagraph:\n"
-                      "            if self.graph_cfg.draft_model_use_cudagraph:\n"
-                      "                self.drafter.net.clear_graph_opt_backend()\n"
-                      "        self.weights.clear_parameters(rank)\n\n\nclass StrayForCausalLM:\n    pass\n")
+    runner.write_text(
+        "class Worker:\n    def drop(self, rank):\n        if self.use_cudagraph:\n"
+        "            if self.graph_cfg.draft_model_use_cudagraph:\n"
+        "                self.drafter.net.clear_graph_opt_backend()\n"
+        "        self.weights.clear_parameters(rank)\n\n\nclass StrayForCausalLM:\n    pass\n"
+    )
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
     path = "fastdeploy/worker/runner.py"

@@ -145,7 +145,9 @@ def test_cycles_valid(value: str, expected: int) -> None:
     assert options.validate_cycles(value) == expected
 
 
-@pytest.mark.parametrize(("value", "message"), [("x", "is not an integer"), ("2", "is below 3"), ("1", "is below 3"), ("-3", "is below 3")])
+@pytest.mark.parametrize(
+    ("value", "message"), [("x", "is not an integer"), ("2", "is below 3"), ("1", "is below 3"), ("-3", "is below 3")]
+)
 def test_cycles_invalid_names_the_option(value: str, message: str) -> None:
     with pytest.raises(pytest.UsageError, match=f"--fd-cycles .*{message}.*fix:"):
         options.validate_cycles(value)
@@ -341,7 +343,10 @@ def test_case_properties_are_the_matrix_keys(pytester: pytest.Pytester, cases_fi
     items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:MUTANT", "--fd-device=cpu")
     by_name = {item.name: item for item in items}
     assert matrix_keys.case_properties(by_name["test_clear_check[mut-cpu]"]) == [
-        ("fd_case", "mut"), ("fd_device", "cpu"), ("fd_check", "clear"), ("fd_expected", "FDC301")
+        ("fd_case", "mut"),
+        ("fd_device", "cpu"),
+        ("fd_check", "clear"),
+        ("fd_expected", "FDC301"),
     ]
     assert matrix_keys.case_properties(by_name["test_unrelated"]) == []
 
@@ -367,14 +372,19 @@ def test_cases_file_keeps_only_named_cases(pytester: pytest.Pytester, cases_file
     pytester.makepyfile(test_m=MATRIX_TEST)
     selection = _selection(tmp_path, "# from fd-conformance changed\nother\n")
     items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:LIST", f"--fd-cases-file={selection}", "--fd-device=all")
-    assert sorted(i.name for i in items if i.name.startswith("test_clear")) == ["test_clear_check[other-cpu]", "test_clear_check[other-cuda]"]
+    assert sorted(i.name for i in items if i.name.startswith("test_clear")) == [
+        "test_clear_check[other-cpu]",
+        "test_clear_check[other-cuda]",
+    ]
 
 
 def test_empty_cases_file_is_nothing_to_certify(pytester: pytest.Pytester, cases_file: Path, tmp_path: Path) -> None:
     pytester.makepyfile(test_m=MATRIX_TEST)
     selection = _selection(tmp_path, "# no model changed\n\n")
     report = tmp_path / "report"
-    result = pytester.runpytest(f"--fd-model={cases_file}:LIST", "--fd-cases-file", str(selection), f"--fd-report={report}", "-rs")
+    result = pytester.runpytest(
+        f"--fd-model={cases_file}:LIST", "--fd-cases-file", str(selection), f"--fd-report={report}", "-rs"
+    )
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([f"*nothing to certify: --fd-cases-file {selection} selects no case*"])
@@ -386,11 +396,19 @@ def test_empty_cases_file_is_nothing_to_certify(pytester: pytest.Pytester, cases
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("nope\n", "ERROR: --fd-cases-file {file} names unknown case(s) 'nope'; fix: regenerate it with `fd-conformance changed` or use one of: good, other"),
-        ("good other\n", "ERROR: cases file {file} line 1: 'good other' is not one case name; fix: write one case name per line (comments start with #)"),
+        (
+            "nope\n",
+            "ERROR: --fd-cases-file {file} names unknown case(s) 'nope'; fix: regenerate it with `fd-conformance changed` or use one of: good, other",
+        ),
+        (
+            "good other\n",
+            "ERROR: cases file {file} line 1: 'good other' is not one case name; fix: write one case name per line (comments start with #)",
+        ),
     ],
 )
-def test_bad_cases_file_is_one_line_usage_error(pytester: pytest.Pytester, cases_file: Path, tmp_path: Path, text: str, message: str) -> None:
+def test_bad_cases_file_is_one_line_usage_error(
+    pytester: pytest.Pytester, cases_file: Path, tmp_path: Path, text: str, message: str
+) -> None:
     pytester.makepyfile(test_m=MATRIX_TEST)
     selection = _selection(tmp_path, text)
     result = pytester.runpytest(f"--fd-model={cases_file}:LIST", f"--fd-cases-file={selection}")
@@ -417,15 +435,24 @@ def test_selection_is_matched_before_the_runtime_filter(cases_file: Path) -> Non
 # --- --fd-device ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "gpu", "rows"), [
-    ("all", "0", ("cpu", "cuda")), ("auto", "0", ("cpu",)), ("auto", "1", ("cuda",)), ("cpu", "1", ("cpu",)), ("cuda", "0", ("cuda",)),
-])
+@pytest.mark.parametrize(
+    ("value", "gpu", "rows"),
+    [
+        ("all", "0", ("cpu", "cuda")),
+        ("auto", "0", ("cpu",)),
+        ("auto", "1", ("cuda",)),
+        ("cpu", "1", ("cpu",)),
+        ("cuda", "0", ("cuda",)),
+    ],
+)
 def test_device_rows(monkeypatch: pytest.MonkeyPatch, value: str, gpu: str, rows: tuple[str, ...]) -> None:
     monkeypatch.setenv("FD_CONFORMANCE_GPU", gpu)
     assert options.resolve_devices(value) == rows
 
 
-def test_device_option_parametrizes_only_those_rows(pytester: pytest.Pytester, cases_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_option_parametrizes_only_those_rows(
+    pytester: pytest.Pytester, cases_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
     pytester.makepyfile(test_m=MATRIX_TEST)
     items, _ = pytester.inline_genitems(f"--fd-model={cases_file}:GOOD", "--fd-device=auto")
@@ -439,7 +466,9 @@ def test_runtime_not_installed_is_a_usage_error(monkeypatch: pytest.MonkeyPatch)
     import fd_conformance.runtime as runtimes
 
     monkeypatch.setattr(runtimes, "installed_runtimes", lambda: ["torch"])
-    with pytest.raises(pytest.UsageError, match=r"--fd-runtime 'paddle' is not installed; fix: pip install 'fd-conformance\[paddle\]'"):
+    with pytest.raises(
+        pytest.UsageError, match=r"--fd-runtime 'paddle' is not installed; fix: pip install 'fd-conformance\[paddle\]'"
+    ):
         options.validate_runtime("paddle")
 
 
@@ -548,10 +577,16 @@ def test_b_after_a(fd_subject):
 def test_fd_subject_names_missing_members_and_releases_graphs(pytester: pytest.Pytester) -> None:
     pytest.importorskip("torch")
     pytester.makepyfile(subject_cases=SUBJECT_CASES, test_subject=SUBJECT_TESTS)
-    half = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fd-isolate=off", "--fd-device=cpu", "--fd-model=subject_cases:HALF", "-k", "test_a")
+    half = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--fd-isolate=off", "--fd-device=cpu", "--fd-model=subject_cases:HALF", "-k", "test_a"
+    )
     half.assert_outcomes(errors=1)
-    half.stdout.fnmatch_lines(["*half: the factory returned a HalfSubject without runner, forward, eager_forward, new_weights, graphs; fix:*"])
-    full = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fd-isolate=off", "--fd-device=cpu", "--fd-model=subject_cases:FULL", "-p", "no:randomly")
+    half.stdout.fnmatch_lines(
+        ["*half: the factory returned a HalfSubject without runner, forward, eager_forward, new_weights, graphs; fix:*"]
+    )
+    full = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--fd-isolate=off", "--fd-device=cpu", "--fd-model=subject_cases:FULL", "-p", "no:randomly"
+    )
     full.assert_outcomes(passed=2)  # test_b sees the graph test_a's subject left reset by teardown
 
 

@@ -72,7 +72,16 @@ def cases_dir(tmp_path: Path) -> Path:
 def test_gpu_rows_without_a_gpu_exit_4_with_the_reason(cases_dir: Path) -> None:
     """`pytest -m gpu --fd-model ...` on a machine without a GPU: every check skips, and the
     session says it certified nothing (exit 4) instead of going green; --fd-allow-empty opts out."""
-    args = ("--pyargs", "fd_conformance.suite", "--fd-model=mycases/defs.py:CASE", "-m", "gpu", "--fd-isolate=off", "-k", "protocol")
+    args = (
+        "--pyargs",
+        "fd_conformance.suite",
+        "--fd-model=mycases/defs.py:CASE",
+        "-m",
+        "gpu",
+        "--fd-isolate=off",
+        "-k",
+        "protocol",
+    )
     proc = _pytest(cases_dir, *args, FD_CONFORMANCE_GPU="0")
     assert proc.returncode == EXIT_NOTHING_CERTIFIED == 4, proc.stdout + proc.stderr
     assert "fd-conformance: certified nothing (exit 4): all 1 conformance checks skipped" in proc.stdout
@@ -126,7 +135,9 @@ def test_duplicate_case_names_name_both_sources(cases_dir: Path) -> None:
     message = str(info.value)
     assert "two different cases are named 'tiny'" in message
     assert f"one from --fd-model '{spec}CASE', one from --fd-model '{spec}DUP'" in message
-    assert [c.name for c in select_cases([spec + "CASE", spec + "CASE"], installed_runtimes=("torch",))] == ["tiny"]  # the same case twice is one
+    assert [c.name for c in select_cases([spec + "CASE", spec + "CASE"], installed_runtimes=("torch",))] == [
+        "tiny"
+    ]  # the same case twice is one
 
 
 def test_unknown_runtime_is_named(cases_dir: Path) -> None:

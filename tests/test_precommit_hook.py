@@ -30,9 +30,24 @@ RULE_FIXTURES = ROOT / "tests" / "fixtures" / "lint" / "rules"
 # pre-commit's manifest schema (pre_commit/clientlib.py): required keys, and every optional one.
 REQUIRED_KEYS = {"id", "name", "entry", "language"}
 OPTIONAL_KEYS = {
-    "alias", "files", "exclude", "types", "types_or", "exclude_types", "additional_dependencies", "args",
-    "always_run", "fail_fast", "pass_filenames", "description", "language_version", "log_file",
-    "require_serial", "stages", "verbose", "minimum_pre_commit_version",
+    "alias",
+    "files",
+    "exclude",
+    "types",
+    "types_or",
+    "exclude_types",
+    "additional_dependencies",
+    "args",
+    "always_run",
+    "fail_fast",
+    "pass_filenames",
+    "description",
+    "language_version",
+    "log_file",
+    "require_serial",
+    "stages",
+    "verbose",
+    "minimum_pre_commit_version",
 }
 
 BAD_WRAPPER = '''"""A model PR that forgot the clear method."""
@@ -67,8 +82,14 @@ def file_tags(path: Path) -> set[str]:
     identify (pre-commit's tagger) tags by extension, and by shebang for executables without one.
     """
     tags = {"file"}
-    ext_tags = {".py": {"text", "python"}, ".pyi": {"text", "python", "pyi"}, ".md": {"text", "markdown"},
-                ".json": {"text", "json"}, ".cfg": {"text", "ini"}, ".yaml": {"text", "yaml"}}
+    ext_tags = {
+        ".py": {"text", "python"},
+        ".pyi": {"text", "python", "pyi"},
+        ".md": {"text", "markdown"},
+        ".json": {"text", "json"},
+        ".cfg": {"text", "ini"},
+        ".yaml": {"text", "yaml"},
+    }
     if path.suffix in ext_tags:
         return tags | ext_tags[path.suffix]
     if os.access(path, os.X_OK):
@@ -84,8 +105,10 @@ def hook_selects(hook: dict[str, Any], rel: str, path: Path) -> bool:
         return False
     tags = file_tags(path)
     types_or = set(hook.get("types_or", []))
-    return set(hook.get("types", ["file"])) <= tags and (not types_or or bool(types_or & tags)) and not (
-        set(hook.get("exclude_types", [])) & tags
+    return (
+        set(hook.get("types", ["file"])) <= tags
+        and (not types_or or bool(types_or & tags))
+        and not (set(hook.get("exclude_types", [])) & tags)
     )
 
 
@@ -200,8 +223,9 @@ def test_no_context_judges_the_changed_file_alone(tmp_path: Path) -> None:
     # which shows the pass above comes from the context lookup and nothing else.
     _tree_with_base(tmp_path, "    def clear_graph_opt_backend(self):\n        pass\n")
     hook = load_hook()
-    proc = subprocess.run(hook_command(hook, ["--no-context", "m/llama.py"]), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        hook_command(hook, ["--no-context", "m/llama.py"]), cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 1 and "m/llama.py:4:1: FDC001" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -211,13 +235,20 @@ NETWORK_OPT_IN = "FD_CONFORMANCE_NETWORK_TESTS"
 
 
 @pytest.mark.skipif(shutil.which("pre-commit") is None, reason="pre-commit not installed (pip install pre-commit)")
-@pytest.mark.skipif(os.environ.get(NETWORK_OPT_IN) != "1",
-                    reason=f"needs network (pip installs into a hook venv); set {NETWORK_OPT_IN}=1 to run")
+@pytest.mark.skipif(
+    os.environ.get(NETWORK_OPT_IN) != "1", reason=f"needs network (pip installs into a hook venv); set {NETWORK_OPT_IN}=1 to run"
+)
 def test_pre_commit_try_repo_runs_the_hook(model_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """pre-commit itself: clones the kit, pip-installs it into a hook venv, filters, runs (~30 s)."""
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull}
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
 
     def git(cwd: Path, *args: str) -> None:
         subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
@@ -225,8 +256,13 @@ def test_pre_commit_try_repo_runs_the_hook(model_repo: Path, tmp_path_factory: p
     # try-repo sees committed and tracked-modified files only: snapshot the kit's files as they
     # would be committed (tracked + untracked, not ignored) into a throwaway repository.
     kit = tmp_path_factory.mktemp("kit")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         if (ROOT / rel).is_file():
             (kit / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -238,8 +274,15 @@ def test_pre_commit_try_repo_runs_the_hook(model_repo: Path, tmp_path_factory: p
     git(model_repo, "add", "-A")
 
     def try_repo(*files: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["pre-commit", "try-repo", str(kit), HOOK_ID, "--files", *files], cwd=model_repo,
-                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        return subprocess.run(
+            ["pre-commit", "try-repo", str(kit), HOOK_ID, "--files", *files],
+            cwd=model_repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
 
     bad = try_repo("models/qwen3_vl_bad.py", "README.md")
     assert bad.returncode == 1 and "FDC001" in bad.stdout, bad.stdout + bad.stderr
@@ -249,7 +292,10 @@ def test_pre_commit_try_repo_runs_the_hook(model_repo: Path, tmp_path_factory: p
 
 def test_try_repo_test_runs_only_with_the_network_opt_in() -> None:
     """Review item 23: with pre-commit on PATH the try-repo test ran (and failed) offline."""
-    marks = [m for m in getattr(test_pre_commit_try_repo_runs_the_hook, "pytestmark", [])
-             if m.name == "skipif" and NETWORK_OPT_IN in m.kwargs.get("reason", "")]
+    marks = [
+        m
+        for m in getattr(test_pre_commit_try_repo_runs_the_hook, "pytestmark", [])
+        if m.name == "skipif" and NETWORK_OPT_IN in m.kwargs.get("reason", "")
+    ]
     assert len(marks) == 1
     assert bool(marks[0].args[0]) is (os.environ.get(NETWORK_OPT_IN) != "1")

@@ -499,7 +499,7 @@ def test_body_that_works_then_calls_other_spelling_is_not_a_shim() -> None:
 
 
 def test_only_exact_forwarding_bodies_are_shims() -> None:
-    from fd_conformance.protocol import _Definition, _bytecode_is_shim, _is_self_shim
+    from fd_conformance.protocol import _bytecode_is_shim, _Definition, _is_self_shim
 
     class Shapes:
         def clear_graph_opt_backend(self) -> None: ...
@@ -519,14 +519,14 @@ def test_only_exact_forwarding_bodies_are_shims() -> None:
         def clear_graph_opt_backend(self, x: Any = None) -> None: ...
 
         def clear_grpah_opt_backend(self) -> None:
-            self.clear_graph_opt_backend(print("side effect"))  # noqa: T201 - argument runs code
+            self.clear_graph_opt_backend(print("side effect"))
 
     assert _is_self_shim(_Definition(Shapes, LEGACY, Shapes.__dict__[LEGACY]))
     assert not _is_self_shim(_Definition(Works, LEGACY, Works.__dict__[LEGACY]))
     assert not _is_self_shim(_Definition(Computes, LEGACY, Computes.__dict__[LEGACY]))
     # Bytecode fallback (no source: exec'd or .pyc-only code) agrees on both shapes.
     namespace: dict[str, Any] = {}
-    exec(  # noqa: S102 - source-less functions are exactly what the fallback is for
+    exec(
         "def shim(self):\n    return self.clear_graph_opt_backend()\n"
         "def stmt(self):\n    self.clear_graph_opt_backend()\n"
         "def work(self):\n    self.draft = None\n    return self.clear_graph_opt_backend()\n"
@@ -577,8 +577,10 @@ def outside(name: str) -> types.ModuleType:
     return module
 
 
-MISSING_MESSAGE = (f"has no {CANONICAL}() under either spelling, own or inherited: the engine cannot destroy its "
-                   f"captured graphs before releasing weights (RL weight sync hangs or leaks)")
+MISSING_MESSAGE = (
+    f"has no {CANONICAL}() under either spelling, own or inherited: the engine cannot destroy its "
+    f"captured graphs before releasing weights (RL weight sync hangs or leaks)"
+)
 
 
 @pytest.mark.parametrize(
@@ -681,8 +683,7 @@ def test_resolve_clear_method_is_none_exactly_when_the_engine_call_cannot_clear(
     from fd_conformance.protocol import resolve_clear_method
 
     mod = outside("shim_wrappers")
-    for broken in ("OrionForCausalLM", "OrionDraftForCausalLM", "PingPongForCausalLM", "EchoForCausalLM",
-                   "OrionChatForCausalLM"):
+    for broken in ("OrionForCausalLM", "OrionDraftForCausalLM", "PingPongForCausalLM", "EchoForCausalLM", "OrionChatForCausalLM"):
         assert resolve_clear_method(getattr(mod, broken)()) is None, broken
     assert resolve_clear_method(object()) is None
     for good in ("TidalForCausalLM", "TidalLegacyForCausalLM", "TidalCompatForCausalLM", "TidalKitForCausalLM"):

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("paddle")
 
-from fd_conformance.runtime.base import EventKind, RuntimeEvent, StaleGraphError  # noqa: E402
-from fd_conformance.runtime.paddle import PaddleRuntime, create  # noqa: E402
-from fd_reference_models.graph_opt import GraphOptConfig  # noqa: E402
+from fd_conformance.runtime.base import EventKind, RuntimeEvent, StaleGraphError
+from fd_conformance.runtime.paddle import PaddleRuntime, create
+from fd_reference_models.graph_opt import GraphOptConfig
 
 MAIN_SIZES = (8, 4, 2, 1)
 DRAFT_SIZES = (4, 2, 1)
@@ -87,7 +87,7 @@ def _moe(x: np.ndarray, sd: dict[str, np.ndarray], p: str, top_k: int = 2, scale
     for t in range(x.shape[0]):  # per token, per chosen expert: the sparse way, unlike the model
         w = scores[t, chosen[t]]
         w = w / w.sum() * scale
-        for e, we in zip(chosen[t], w):
+        for e, we in zip(chosen[t], w, strict=True):
             h = _silu(x[t] @ sd[p + "experts_gate"][e]) * (x[t] @ sd[p + "experts_up"][e])
             out[t] += we * (h @ sd[p + "experts_down"][e])
     return out
@@ -299,7 +299,7 @@ def test_weight_cycle_with_new_weights_recaptures_and_matches_eager(rt: PaddleRu
         ref_hidden, _ = glm4_reference(_state(main), ids.numpy())
         np.testing.assert_allclose(hidden.numpy(), ref_hidden, **TOL)
         np.testing.assert_allclose(main.model.eager_forward(input_ids=ids).numpy(), ref_hidden, **TOL)
-        draft_hidden = _drive(lambda: draft({"input_ids": ids, "previous_hidden": hidden}))["hidden_states"]
+        draft_hidden = _drive(lambda: draft({"input_ids": ids, "previous_hidden": hidden}))["hidden_states"]  # noqa: B023 - called now
         np.testing.assert_allclose(
             draft_hidden.numpy(), draft.model.eager_forward(input_ids=ids, previous_hidden=hidden).numpy(), **TOL
         )

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from fd_conformance.errors import UsageError  # noqa: E402
 from fd_conformance.runtime import get_runtime  # noqa: E402
 from fd_conformance.runtime.base import EventKind  # noqa: E402
 from fd_reference_models.cases import all_cases  # noqa: E402
@@ -18,7 +19,6 @@ from fd_reference_models.torch_models.subject import (  # noqa: E402
     glm4_moe_subject,
     qwen3_vl_subject,
 )
-from fd_conformance.errors import UsageError  # noqa: E402
 
 FACTORIES = {"glm4_moe": glm4_moe_subject, "glm4_moe_mtp": glm4_moe_mtp_subject, "qwen3_vl": qwen3_vl_subject}
 
@@ -55,7 +55,9 @@ def test_matches_transformers_reference(cpu: object) -> None:
     with torch.no_grad():
         ours = vl.wrapper.model.eager_forward(**vl.wrapper.prepare_inputs(x))
         ref = vl.wrapper.hf_reference(
-            input_ids=x["input_ids"][None], pixel_values=x["pixel_values"], image_grid_thw=x["image_grid_thw"],
+            input_ids=x["input_ids"][None],
+            pixel_values=x["pixel_values"],
+            image_grid_thw=x["image_grid_thw"],
             position_ids=x["positions"].t()[:, None, :],
         )
     assert torch.allclose(ours, ref.last_hidden_state[0], atol=1e-6)  # deepstack injection included
@@ -108,7 +110,7 @@ def test_weight_cycle_uses_new_weights(subject: object) -> None:
     assert all(subject.runtime.is_released(p) for _, p in subject.runner.named_parameters())
     subject.runner.update_parameters(subject.new_weights(seed=5))
     new_addresses = [subject.runtime.address(p) for _, p in subject.runner.named_parameters()]
-    assert all(a != b for a, b in zip(old_addresses, new_addresses))
+    assert all(a != b for a, b in zip(old_addresses, new_addresses, strict=True))
     assert len(subject.graphs()) == (5 if subject.draft is not None else 3)
     after = subject.forward(x)
     assert close(after, subject.eager_forward(x))
@@ -189,8 +191,9 @@ def test_moe_fallback_that_patches_nothing_is_a_usage_error(monkeypatch: pytest.
     from fd_reference_models.torch_models.glm4_moe import CAPTURABLE_EXPERTS, make_experts_capturable
 
     # A registry without the capture-safe entry: what an older transformers offers.
-    monkeypatch.setattr(moe, "ALL_EXPERTS_FUNCTIONS", {k: v for k, v in moe.ALL_EXPERTS_FUNCTIONS.items()
-                                                       if k != CAPTURABLE_EXPERTS})
+    monkeypatch.setattr(
+        moe, "ALL_EXPERTS_FUNCTIONS", {k: v for k, v in moe.ALL_EXPERTS_FUNCTIONS.items() if k != CAPTURABLE_EXPERTS}
+    )
 
     class Glm4MoeExperts(torch.nn.Module):  # the 5.x module the dense fallback patches
         pass
@@ -242,7 +245,13 @@ def test_good_cases_ship_the_config_postprocessor_and_config_mutants_are_cases()
     assert set(CONFIG_MUTANT_DEFECTS) == set(config.MUTANTS)
     assert {c.config_postprocessor for c in cfg_mutants.values()} == {fn for fn, _ in config.MUTANTS.values()}
     assert sorted(code for c in cfg_mutants.values() for code in c.expected_findings) == [
-        "FDC401", "FDC402", "FDC403", "FDC404", "FDC405", "FDC406", "FDC406",
+        "FDC401",
+        "FDC402",
+        "FDC403",
+        "FDC404",
+        "FDC405",
+        "FDC406",
+        "FDC406",
     ]
     assert all(c.factory.__module__ == "fd_reference_models.cases" for c in cfg_mutants.values())
 

@@ -11,10 +11,18 @@ import pytest
 from fd_conformance import report
 from fd_conformance.report import CheckResult
 
-FINDING = {"code": "FDC201", "severity": "error", "message": "graph 'draft:2' alive", "hint": "clear first", "location": {"obj": "x"}}
+FINDING = {
+    "code": "FDC201",
+    "severity": "error",
+    "message": "graph 'draft:2' alive",
+    "hint": "clear first",
+    "location": {"obj": "x"},
+}
 
 
-def result(case: str, check: str, outcome: str, codes: tuple[str, ...] = (), expected: tuple[str, ...] = (), **kw: object) -> CheckResult:
+def result(
+    case: str, check: str, outcome: str, codes: tuple[str, ...] = (), expected: tuple[str, ...] = (), **kw: object
+) -> CheckResult:
     return CheckResult(
         nodeid=f"suite/test_{check}.py::test_{check}[{case}-cpu]",
         case=case,
@@ -44,8 +52,14 @@ GOOD = [
     variant(result("good", "teardown_order", "skipped"), "mainOff-draftOn"),
 ]
 BAD = [result("bad", "protocol", "passed"), result("bad", "teardown_order", "failed", ("FDC201", "FDC202"))]
-MUTANT_CAUGHT = [result("m1", "protocol", "passed", expected=("FDC201",)), result("m1", "teardown_order", "xfailed", ("FDC201",), ("FDC201",))]
-MUTANT_MISSED = [result("m2", "protocol", "passed", expected=("FDC302",)), result("m2", "teardown_order", "passed", expected=("FDC302",))]
+MUTANT_CAUGHT = [
+    result("m1", "protocol", "passed", expected=("FDC201",)),
+    result("m1", "teardown_order", "xfailed", ("FDC201",), ("FDC201",)),
+]
+MUTANT_MISSED = [
+    result("m2", "protocol", "passed", expected=("FDC302",)),
+    result("m2", "teardown_order", "passed", expected=("FDC302",)),
+]
 
 
 def test_cells_merge_parametrized_variants() -> None:
@@ -103,7 +117,13 @@ def test_document_validates_against_schema_and_certificate(tmp_path: Path) -> No
     assert on_disk == json.loads(json.dumps(document))
     assert on_disk["exit_code"] == 1 and on_disk["summary"] == {"passed": 4, "failed": 1, "skipped": 1, "xfailed": 1}
     assert on_disk["environment"]["runtimes"] == [
-        {"name": "torch", "version": "2.13.0+cpu", "device": "cpu", "device_name": "cpu (host-emulated graphs)", "graphs": "host-emulated"}
+        {
+            "name": "torch",
+            "version": "2.13.0+cpu",
+            "device": "cpu",
+            "device_name": "cpu (host-emulated graphs)",
+            "graphs": "host-emulated",
+        }
     ]
     cert = (tmp_path / report.CERTIFICATE_NAME).read_text()
     assert "**FAIL**" in cert and "host-emulated" in cert and "torch 2.13.0+cpu" in cert
@@ -134,13 +154,46 @@ def test_round_trip_through_results() -> None:
 def test_isolation_records_rebuild_the_matrix(tmp_path: Path) -> None:
     """Isolation's JSONL (ResultRecord, schema 1): codes as strings, hang/crash outcomes."""
     records = [
-        {"schema": 1, "nodeid": "suite/test_clear.py::test_clear[m-cpu]", "case": "m", "check": "clear", "outcome": "passed",
-         "findings": [], "duration": 0.1, "details": "", "worker_pid": 1, "started": 0.0, "finished": 0.1},
-        {"schema": 1, "nodeid": "suite/test_teardown_order.py::test_teardown_order[m-cuda-mainOn-draftOn]", "case": "m",
-         "check": "teardown_order", "outcome": "hang", "findings": ["FDC501"], "duration": 30.0,
-         "details": "FDC501 hung in destroy_process_group", "worker_pid": 2, "started": 0.0, "finished": 30.0, "cause": "watchdog"},
-        {"schema": 1, "nodeid": "tests/test_other.py::test_x", "case": "", "check": "", "outcome": "crash",
-         "findings": ["FDC502"], "duration": 1.0, "details": "SIGSEGV", "worker_pid": 3, "started": 0.0, "finished": 1.0},
+        {
+            "schema": 1,
+            "nodeid": "suite/test_clear.py::test_clear[m-cpu]",
+            "case": "m",
+            "check": "clear",
+            "outcome": "passed",
+            "findings": [],
+            "duration": 0.1,
+            "details": "",
+            "worker_pid": 1,
+            "started": 0.0,
+            "finished": 0.1,
+        },
+        {
+            "schema": 1,
+            "nodeid": "suite/test_teardown_order.py::test_teardown_order[m-cuda-mainOn-draftOn]",
+            "case": "m",
+            "check": "teardown_order",
+            "outcome": "hang",
+            "findings": ["FDC501"],
+            "duration": 30.0,
+            "details": "FDC501 hung in destroy_process_group",
+            "worker_pid": 2,
+            "started": 0.0,
+            "finished": 30.0,
+            "cause": "watchdog",
+        },
+        {
+            "schema": 1,
+            "nodeid": "tests/test_other.py::test_x",
+            "case": "",
+            "check": "",
+            "outcome": "crash",
+            "findings": ["FDC502"],
+            "duration": 1.0,
+            "details": "SIGSEGV",
+            "worker_pid": 3,
+            "started": 0.0,
+            "finished": 1.0,
+        },
     ]
     path = tmp_path / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -177,7 +230,9 @@ def test_isolation_records_keep_warnings_as_warnings_and_caught_mutants_as_caugh
     warned = CheckResult.from_dict(_record("legacy", "protocol", "passed", ["FDC002"]))
     assert (warned.codes, warned.warnings) == ([], ["FDC002"])
     assert report.cell([warned]) == "PASS (warn FDC002)"
-    caught = CheckResult.from_dict(_record("m", "teardown_order", "skipped", ["FDC201", "FDC002"], "teardown_order: 1 contract violation(s)"))
+    caught = CheckResult.from_dict(
+        _record("m", "teardown_order", "skipped", ["FDC201", "FDC002"], "teardown_order: 1 contract violation(s)")
+    )
     assert (caught.outcome, caught.codes, caught.warnings) == ("xfailed", ["FDC201"], ["FDC002"])
     assert report.cell([caught]) == "CAUGHT FDC201"
     plain_skip = CheckResult.from_dict(_record("g", "config", "skipped", [], "no config_postprocessor"))
@@ -188,7 +243,15 @@ def test_isolation_records_keep_warnings_as_warnings_and_caught_mutants_as_caugh
 
 def test_mutant_that_ran_nothing_is_missed_unless_unavailable_here() -> None:
     """A mutant whose every check skipped proved nothing (e.g. C6 skipped on a GPU host's only row)."""
-    skipped = [result("cfg", "config", "skipped", expected=("FDC401",), message="config rules are device-independent: checked once, on the cpu row")]
+    skipped = [
+        result(
+            "cfg",
+            "config",
+            "skipped",
+            expected=("FDC401",),
+            message="config rules are device-independent: checked once, on the cpu row",
+        )
+    ]
     assert report.case_verdict(skipped, True)[0] == report.MISSED
     assert report.exit_code(skipped, True) == 1
     assert report.case_verdict(skipped, False)[0] == report.NOT_RUN  # without --include-mutants: nothing expected
@@ -210,7 +273,13 @@ from fd_conformance.isolation.results import (  # noqa: E402 - grouped with the 
 
 
 def _planned(case: str, check: str, expected: tuple[str, ...] = ()) -> dict[str, object]:
-    return {"nodeid": f"suite/test_{check}.py::test_{check}[{case}-cpu]", "case": case, "device": "cpu", "check": check, "expected": list(expected)}
+    return {
+        "nodeid": f"suite/test_{check}.py::test_{check}[{case}-cpu]",
+        "case": case,
+        "device": "cpu",
+        "check": check,
+        "expected": list(expected),
+    }
 
 
 def _write_run(path: Path, planned: list[dict[str, object]], records: list[dict[str, object]], *, expect_mutants: bool = False,
@@ -282,7 +351,9 @@ def test_report_of_a_finished_file_matches_the_document(tmp_path: Path, capsys: 
 
 def test_report_of_an_interrupted_file_is_incomplete_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     planned = [_planned("good", "protocol"), _planned("good", "clear")]
-    path = _write_run(tmp_path / "results.jsonl", planned, [_record("good", "protocol", "passed", [])], session=("interrupted", "SIGTERM"))
+    path = _write_run(
+        tmp_path / "results.jsonl", planned, [_record("good", "protocol", "passed", [])], session=("interrupted", "SIGTERM")
+    )
     code, out, _ = _report(capsys, str(path))
     assert code == 3
     assert "NOT RUN" in out and "incomplete" in out and "fd-conformance: INTERRUPTED (SIGTERM)" in out
@@ -316,7 +387,9 @@ def test_report_of_a_sigkilled_file_is_incomplete(tmp_path: Path, capsys: pytest
         ('{"nodeid": "a", "outcome": "passed"}\nnot json\n{"nodeid": "b", "outcome": "passed"}\n', "line 2 is not JSON"),
     ],
 )
-def test_unreadable_results_file_is_one_line_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str) -> None:
+def test_unreadable_results_file_is_one_line_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
     path = tmp_path / "junit.xml"
     path.write_text(content)
     code, out, err = _report(capsys, str(path))

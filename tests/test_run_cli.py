@@ -20,9 +20,10 @@ def validate_document(document: object) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(document, load_schema())
 
+
 # A model author's package: a tiny torch model, FastDeploy-shaped (undecorated wrapper delegating
 # clear to an inner model decorated with support_graph_optimization), its runner and subject.
-EXTERNAL_MODEL_SOURCE = '''
+EXTERNAL_MODEL_SOURCE = """
 import torch
 
 from fd_conformance.cases import ModelCase
@@ -131,7 +132,7 @@ class BrokenSubject(TinySubject):
 
 
 BROKEN = ModelCase(name="tiny_external_broken", runtime="torch", factory=BrokenSubject, capture_sizes=SIZES)
-'''
+"""
 
 
 @pytest.fixture
@@ -244,8 +245,18 @@ def test_cases_file_certifies_only_the_selection_on_auto_device(model_dir: Path)
     selection.write_text("# written by fd-conformance changed\ntiny_external\n")
     out = model_dir / "report"
     proc = run_cli(
-        model_dir, "--model", "author_models.tiny:CASE", "--model", "author_models.tiny:BROKEN",
-        "--cases-file", "selection.txt", "--out", str(out), "--", "-k", "protocol",
+        model_dir,
+        "--model",
+        "author_models.tiny:CASE",
+        "--model",
+        "author_models.tiny:BROKEN",
+        "--cases-file",
+        "selection.txt",
+        "--out",
+        str(out),
+        "--",
+        "-k",
+        "protocol",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads((out / "conformance.json").read_text())
@@ -277,7 +288,10 @@ def test_empty_cases_file_is_nothing_to_certify(model_dir: Path) -> None:
     ("content", "message"),
     [
         (None, "cannot read cases file"),
-        ("tiny_externall\n", "names unknown case(s) 'tiny_externall'; fix: regenerate it with `fd-conformance changed` or use one of: tiny_external"),
+        (
+            "tiny_externall\n",
+            "names unknown case(s) 'tiny_externall'; fix: regenerate it with `fd-conformance changed` or use one of: tiny_external",
+        ),
         ("two names\n", "line 1: 'two names' is not one case name"),
     ],
 )
@@ -291,7 +305,9 @@ def test_bad_cases_file_exits_2_with_one_line(model_dir: Path, content: str | No
     assert message in line and "fix:" in line
 
 
-def test_runtime_not_installed_exits_2_before_pytest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_runtime_not_installed_exits_2_before_pytest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import fd_conformance.runtime as runtimes
     from fd_conformance.cli import main
 
@@ -302,8 +318,12 @@ def test_runtime_not_installed_exits_2_before_pytest(tmp_path: Path, monkeypatch
     assert "\n" not in err and not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize(("device", "gpu", "expected"), [("auto", "0", "cpu"), ("auto", "1", "cuda"), ("all", "0", "all"), ("cuda", "0", "cuda")])
-def test_device_auto_resolves_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, gpu: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("device", "gpu", "expected"), [("auto", "0", "cpu"), ("auto", "1", "cuda"), ("all", "0", "all"), ("cuda", "0", "cuda")]
+)
+def test_device_auto_resolves_on_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str, gpu: str, expected: str
+) -> None:
     from fd_conformance.cli import build_parser
     from fd_conformance.cli.run import pytest_command
 
@@ -350,7 +370,9 @@ def test_usage_error_names_the_reason_and_removes_stale_reports(model_dir: Path)
 def _passing_document(out: Path) -> None:
     from fd_conformance.report import CheckResult, write_reports
 
-    write_reports(out, [CheckResult(nodeid="s.py::test_protocol[m-cpu]", case="m", device="cpu", check="protocol", outcome="passed")])
+    write_reports(
+        out, [CheckResult(nodeid="s.py::test_protocol[m-cpu]", case="m", device="cpu", check="protocol", outcome="passed")]
+    )
 
 
 def test_pytest_failure_outside_the_matrix_fails_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -366,7 +388,9 @@ def test_pytest_failure_outside_the_matrix_fails_the_run(tmp_path: Path, capsys:
 
 
 @pytest.mark.parametrize("returncode", [2, 3, -9])
-def test_abnormal_pytest_exit_is_internal_even_with_a_document(tmp_path: Path, capsys: pytest.CaptureFixture[str], returncode: int) -> None:
+def test_abnormal_pytest_exit_is_internal_even_with_a_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], returncode: int
+) -> None:
     from fd_conformance.cli.run import judge_session
 
     _passing_document(tmp_path)
@@ -380,7 +404,10 @@ def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
 
     log = "ERROR: usage: __main__.py [options] [file_or_dir ...]\n__main__.py: error: unrecognized arguments: --x\n  inifile: None\n"
     assert _usage_line(log) == "unrecognized arguments: --x"
-    assert _usage_line("ERROR: --fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5\n") == "--fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5"
+    assert (
+        _usage_line("ERROR: --fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5\n")
+        == "--fd-cycles 'x' is not an integer; fix: pass e.g. --fd-cycles 5"
+    )
 
 
 def test_cli_minimum_cycles_matches_the_plugin() -> None:
@@ -423,10 +450,12 @@ def _ended(pid: int, within: float = 10.0) -> bool:
 
 
 def _report_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fd_conformance.cli", "report", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fd_conformance.cli", "report", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
-SLOW_MODEL_SOURCE = '''
+SLOW_MODEL_SOURCE = """
 import dataclasses
 import time
 
@@ -439,7 +468,7 @@ def _slow_build(runtime):
 
 
 SLOW = dataclasses.replace(CASE, name="tiny_slow", factory=_slow_build)
-'''
+"""
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_SIGTERM), (signal.SIGINT, EXIT_SIGINT)])
@@ -468,7 +497,10 @@ def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Pa
     second = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out))
     assert second.returncode == EXIT_LOCKED, second.stdout + second.stderr
     (line,) = second.stderr.strip().splitlines()
-    assert f"is in use by another fd-conformance run (pid {proc.pid}" in line and "fix: wait for it to finish, or pass another --out" in line
+    assert (
+        f"is in use by another fd-conformance run (pid {proc.pid}" in line
+        and "fix: wait for it to finish, or pass another --out" in line
+    )
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stdout + stderr
@@ -496,10 +528,25 @@ def test_progress_lines_quiet_and_results_file(model_dir: Path) -> None:
     """A live line per check (case, check, outcome, elapsed, a failure's reason) when not a TTY;
     -q prints only the verdict; results.jsonl is always in --out and `report` on it agrees."""
     out = model_dir / "report"
-    proc = run_cli(model_dir, "--model", "author_models.tiny:BROKEN", "--out", str(out), "--device", "cpu", "--", "-k", "protocol or clear_releases")
+    proc = run_cli(
+        model_dir,
+        "--model",
+        "author_models.tiny:BROKEN",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--",
+        "-k",
+        "protocol or clear_releases",
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert any(line.startswith("[1/2] PASS   tiny_external_broken [cpu] protocol") or line.startswith("[2/2] PASS   tiny_external_broken [cpu] protocol") for line in lines), proc.stdout
+    assert any(
+        line.startswith("[1/2] PASS   tiny_external_broken [cpu] protocol")
+        or line.startswith("[2/2] PASS   tiny_external_broken [cpu] protocol")
+        for line in lines
+    ), proc.stdout
     (failed,) = [line for line in lines if " FAIL " in line and line.startswith("[")]
     assert "tiny_external_broken [cpu] clear" in failed and failed.rstrip().endswith(")") is False or "FDC203 graph" in failed
     assert "\r" not in proc.stdout  # no bar outside a terminal
@@ -507,7 +554,9 @@ def test_progress_lines_quiet_and_results_file(model_dir: Path) -> None:
     assert document["cases"][0]["checks"]["clear"]["reason"].startswith("FDC203 graph")
     again = _report_cli(model_dir, str(out / "results.jsonl"))
     assert again.returncode == 1 and "FAIL FDC203" in again.stdout
-    quiet = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--device", "cpu", "-q", "--", "-k", "protocol")
+    quiet = run_cli(
+        model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--device", "cpu", "-q", "--", "-k", "protocol"
+    )
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert quiet.stdout.splitlines()[0].startswith("fd-conformance: PASS"), quiet.stdout
 
@@ -525,13 +574,17 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     assert wants_bar(Tty(), {}) and not wants_bar(Tty(), {"CI": "true"}) and not wants_bar(io.StringIO(), {})
     path = tmp_path / "results.jsonl"
     log = ResultLog(path)
-    log.append(plan_record([{"nodeid": "s::test_clear[c-cpu]", "case": "c", "device": "cpu", "check": "clear", "expected": []}], False))
+    log.append(
+        plan_record([{"nodeid": "s::test_clear[c-cpu]", "case": "c", "device": "cpu", "check": "clear", "expected": []}], False)
+    )
     stream = Tty()
     progress = Progress(path, stream=stream, bar=True)
     progress.poll()
     assert "0/1 checks" in stream.getvalue()
     record = new_record("s::test_clear[c-cpu]", started=0.0, pid=1)
-    record.update(case="c", device="cpu", check="clear", outcome="failed", duration=1.25, reason="FDC203 graph 'main:4' still alive")  # type: ignore[typeddict-item]
+    record.update(
+        case="c", device="cpu", check="clear", outcome="failed", duration=1.25, reason="FDC203 graph 'main:4' still alive"
+    )  # type: ignore[typeddict-item]
     log.append(record)
     progress.finish()
     text = stream.getvalue()
@@ -545,7 +598,10 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
         return check_label({"nodeid": nodeid, "case": "m", "device": "cpu", "check": check})
 
     assert label("test_clear.py::test_clear_before_capture_and_twice[m-cpu]", "clear") == "clear[before_capture_and_twice]"
-    assert label("test_teardown_order.py::test_teardown_order[m-cpu-mainOff-draftOn]", "teardown_order") == "teardown_order[mainOff-draftOn]"
+    assert (
+        label("test_teardown_order.py::test_teardown_order[m-cpu-mainOff-draftOn]", "teardown_order")
+        == "teardown_order[mainOff-draftOn]"
+    )
     assert label("test_protocol.py::test_protocol[m-cpu]", "protocol") == "protocol"
 
 
@@ -559,7 +615,9 @@ def test_unwritable_out_is_one_line_usage_error(model_dir: Path) -> None:
 
 
 def test_requested_cuda_rows_without_gpu_certify_nothing(model_dir: Path) -> None:
-    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(model_dir / "r"), "--device", "cuda", "--", "-k", "protocol")
+    proc = run_cli(
+        model_dir, "--model", "author_models.tiny:CASE", "--out", str(model_dir / "r"), "--device", "cuda", "--", "-k", "protocol"
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "certified nothing: all 1 conformance checks skipped" in proc.stderr and "no GPU" in proc.stderr
 
@@ -611,7 +669,9 @@ def test_next_run_removes_the_temp_dir_of_a_sigkilled_run(tmp_path: Path, monkey
     assert not dirs["killed"].exists() and dirs["live"].exists() and dirs["older-kit"].exists()
 
 
-@pytest.mark.skipif(os.environ.get("FD_RUN_NEWCOMER") != "1", reason="slow (two full runs, ~4 min here): FD_RUN_NEWCOMER=1 runs it")
+@pytest.mark.skipif(
+    os.environ.get("FD_RUN_NEWCOMER") != "1", reason="slow (two full runs, ~4 min here): FD_RUN_NEWCOMER=1 runs it"
+)
 def test_newcomer_script_passes() -> None:
     """scripts/newcomer.sh: clone, (skip the install: this environment has it), run, SIGTERM, report."""
     script = Path(__file__).resolve().parents[1] / "scripts" / "newcomer.sh"

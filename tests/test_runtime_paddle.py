@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("paddle")
 
-from fd_conformance.errors import EXIT_USAGE, UsageError  # noqa: E402
-from fd_conformance.runtime import get_runtime  # noqa: E402
-from fd_conformance.runtime.base import EventKind, RuntimeEvent  # noqa: E402
-from fd_conformance.runtime.paddle import (  # noqa: E402
+from fd_conformance.errors import EXIT_USAGE, UsageError
+from fd_conformance.runtime import get_runtime
+from fd_conformance.runtime.base import EventKind, RuntimeEvent
+from fd_conformance.runtime.paddle import (
     ASYNC_ALLOCATOR_FLAG,
     PaddleGroup,
     PaddleRuntime,
@@ -60,9 +60,7 @@ def test_cuda_on_cpu_build_is_a_usage_error() -> None:
         create("tpu")
 
 
-def test_release_then_restore_moves_the_parameter_to_a_new_address(
-    rt: PaddleRuntime, events: list[RuntimeEvent]
-) -> None:
+def test_release_then_restore_moves_the_parameter_to_a_new_address(rt: PaddleRuntime, events: list[RuntimeEvent]) -> None:
     param = _param([8, 16])
     old = rt.address(param)
     assert old != 0 and not rt.is_released(param)
@@ -218,9 +216,7 @@ def _run_python(code: str, env_extra: dict[str, str] | None = None) -> subproces
 
     env = {k: v for k, v in os.environ.items() if k != ASYNC_ALLOCATOR_FLAG}
     env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
-    )
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_async_allocator_flag_is_set_before_paddle_is_imported() -> None:

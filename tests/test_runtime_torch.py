@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from _helpers import torch_cpu_runtime
 
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime import get_runtime
 from fd_conformance.runtime.base import EventKind, RuntimeEvent, allocate_avoiding
 from fd_conformance.runtime.torch import TorchRuntime, create
-
-from _helpers import torch_cpu_runtime
 
 MIB = 1 << 20
 

@@ -84,7 +84,9 @@ def test_mutant_reports_exactly_its_expected_codes(session: dict[str, Any], muta
 
 
 def test_every_suite_lifecycle_and_config_code_is_tripped_by_a_mutant(session: dict[str, Any]) -> None:
-    wanted = {code for code, rule in RULES.items() if {"suite", "lifecycle", "config"} & {w.strip() for w in rule.where.split(",")}}
+    wanted = {
+        code for code, rule in RULES.items() if {"suite", "lifecycle", "config"} & {w.strip() for w in rule.where.split(",")}
+    }
     tripped = {code for row in _rows(session).values() if row["mutant"] for code in row["observed_findings"]}
     assert wanted - tripped == set(), f"codes no mutant trips on CPU: {sorted(wanted - tripped)}"
 

@@ -151,8 +151,11 @@ def rank_teardown(ctx: RankContext, mutant: bool) -> dict[str, Any]:
         rt.events.subscribe(stream_findings)  # after the recorder's listener: sees its verdict
         plan_findings = capture_in_agreed_order(subject.runner, ctx.store, ctx.rank, ctx.world_size, timeout=PLAN_TIMEOUT_S)
         subject.runner.clear_parameters()
-    return {"plan_findings": _codes(plan_findings), "codes": _codes(recorder.findings()),
-            "messages": [f.format() for f in recorder.findings()]}
+    return {
+        "plan_findings": _codes(plan_findings),
+        "codes": _codes(recorder.findings()),
+        "messages": [f.format() for f in recorder.findings()],
+    }
 
 
 def rank_skips_collective(ctx: RankContext, skipping_rank: int) -> str:
@@ -291,7 +294,7 @@ def test_hung_rank_reported_with_rank_and_frame_and_session_goes_on(cpu_world: D
     started = time.monotonic()
     outcome = cpu_world.run(f"{HERE}:rank_skips_collective", 1, timeout=HANG_TIMEOUT_S)
     elapsed = time.monotonic() - started
-    hung, = outcome.by_outcome("hang")
+    (hung,) = outcome.by_outcome("hang")
     assert hung.rank == 0 and outcome.ranks[1].outcome == "passed"
     finding = hung.finding
     assert finding is not None and finding.code == "FDC501"
@@ -398,7 +401,7 @@ def test_gpu_fixed_teardown_clean_on_every_rank(gpu_world: DistributedWorld) -> 
 def test_gpu_hung_rank_reported_and_session_goes_on(gpu_world: DistributedWorld) -> None:
     _passed(gpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S))
     outcome = gpu_world.run(f"{HERE}:rank_skips_collective", 1, timeout=20)
-    hung, = outcome.by_outcome("hang")
+    (hung,) = outcome.by_outcome("hang")
     assert hung.rank == 0 and hung.finding is not None and "[rank 0/2]" in hung.finding.message
     assert _passed(gpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S)) == [3.0, 3.0]
 
@@ -426,7 +429,11 @@ def test_gpu_two_xdist_workers_get_one_gpu_each(tmp_path: Path) -> None:
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", str(tmp_path / "test_which_gpu.py")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "FDC_GPU_RECORD_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "FDC_GPU_RECORD_DIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     seen = {p.name: p.read_text().split() for p in tmp_path.glob("gpu-gw*")}

@@ -93,7 +93,13 @@ def test_gpu_env_command_skips_cleanly_without_a_gpu(tmp_path: Path) -> None:
         "def test_cpu():\n    pass\n"
     )
     (argv,) = commands(tox_ini(), "gpu")
-    proc = subprocess.run([sys.executable, *argv[1:], "-p", "no:cacheprovider", "-rs", str(tmp_path)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, *argv[1:], "-p", "no:cacheprovider", "-rs", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 skipped, 1 deselected" in proc.stdout and "no GPU" in proc.stdout

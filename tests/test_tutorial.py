@@ -26,7 +26,9 @@ SECTION = "## Tutorial: from zero to certified"
 MODULE_MARKER = "<!-- tutorial: tiny_lm.py -->"
 CERTIFY_MARKER = "<!-- tutorial: certify -->"
 CONSOLE_SCRIPT = "fd-conformance"  # [project.scripts] fd-conformance = "fd_conformance.cli:main"
-CLEAR_METHOD = re.compile(r"\n    def clear_graph_opt_backend\(self\) -> None:\n        self\.model\.clear_graph_opt_backend\(\)\n")
+CLEAR_METHOD = re.compile(
+    r"\n    def clear_graph_opt_backend\(self\) -> None:\n        self\.model\.clear_graph_opt_backend\(\)\n"
+)
 
 
 def tutorial() -> str:

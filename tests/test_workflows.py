@@ -85,7 +85,9 @@ def test_workflows_match_githubs_schema() -> None:
     on the first push."""
     exe = shutil.which("check-jsonschema")
     assert exe, "check-jsonschema is not installed: pip install -e '.[dev]'"
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

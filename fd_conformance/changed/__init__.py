@@ -14,5 +14,12 @@ from fd_conformance.changed.git import changed_files, check_work_tree
 from fd_conformance.changed.imports import ImportGraph, build_import_graph
 from fd_conformance.changed.select import DEFAULT_ALL_IF, Selection, select_changed
 
-__all__ = ["DEFAULT_ALL_IF", "ImportGraph", "Selection", "build_import_graph", "changed_files", "check_work_tree",
-           "select_changed"]
+__all__ = [
+    "DEFAULT_ALL_IF",
+    "ImportGraph",
+    "Selection",
+    "build_import_graph",
+    "changed_files",
+    "check_work_tree",
+    "select_changed",
+]

@@ -17,9 +17,7 @@ _GIT_TIMEOUT_S = 60.0
 def git(repo: Path, *args: str) -> str:
     """Run git in ``repo``; every failure becomes a one-line UsageError naming the command."""
     try:
-        proc = subprocess.run(
-            ["git", *args], cwd=repo, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False
-        )
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False)
     except FileNotFoundError:
         raise UsageError("git is not installed or not on PATH", "install git; `changed` reads the diff with it") from None
     except subprocess.TimeoutExpired:
@@ -53,7 +51,9 @@ def check_work_tree(repo: Path) -> Path:
     try:
         top = git(repo, "rev-parse", "--show-toplevel").strip()
     except GitFailed:
-        raise UsageError(f"{repo} is not inside a git work tree", "run in the model repository's checkout or pass --repo") from None
+        raise UsageError(
+            f"{repo} is not inside a git work tree", "run in the model repository's checkout or pass --repo"
+        ) from None
     return Path(top)
 
 

@@ -215,7 +215,9 @@ def build_import_graph(repo: str | Path, files: Iterable[str] | None = None) -> 
         try:
             listed = git(root, "ls-files", "--cached", "--others", "--exclude-standard", "-z", "--", "*.py")
         except GitFailed:
-            raise UsageError(f"{root} is not inside a git work tree", "run in the model repository's checkout or pass --repo") from None
+            raise UsageError(
+                f"{root} is not inside a git work tree", "run in the model repository's checkout or pass --repo"
+            ) from None
         files = split_z(listed)
     rels = sorted({PurePosixPath(f) for f in files if f.endswith(".py") and (root / f).is_file()})
     is_package_dir: dict[PurePosixPath, bool] = {rel.parent: True for rel in rels if rel.name == "__init__.py"}

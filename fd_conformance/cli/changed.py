@@ -12,7 +12,9 @@ from fd_conformance.cases import select_cases
 from fd_conformance.changed import DEFAULT_ALL_IF, build_import_graph, changed_files, check_work_tree, select_changed
 from fd_conformance.errors import EXIT_OK, UsageError
 
-BASE_HELP = "revision the change is measured against (the PR's target, e.g. origin/main); the diff starts at merge-base(BASE, HEAD)"
+BASE_HELP = (
+    "revision the change is measured against (the PR's target, e.g. origin/main); the diff starts at merge-base(BASE, HEAD)"
+)
 HEAD_HELP = "revision that holds the change (default: HEAD)"
 REPO_HELP = "git work tree whose files and import graph are read (default: current directory)"
 OUTPUT_HELP = "write the selection to FILE instead of stdout (the file `fd-conformance run --cases-file` reads)"
@@ -28,7 +30,9 @@ FORMATS = ("lines", "json")
 def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``fd-conformance changed`` (called by :func:`fd_conformance.cli.build_parser`)."""
     parser = subparsers.add_parser(
-        "changed", help="list the model cases a git change can affect", description=(fd_conformance.changed.__doc__ or "").split("\n\n")[0]
+        "changed",
+        help="list the model cases a git change can affect",
+        description=(fd_conformance.changed.__doc__ or "").split("\n\n")[0],
     )
     parser.add_argument("--base", required=True, metavar="REV", help=BASE_HELP)
     parser.add_argument("--head", default="HEAD", metavar="REV", help=HEAD_HELP)

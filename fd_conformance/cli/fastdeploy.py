@@ -30,14 +30,26 @@ DEFAULT_EXAMPLES = 100
 
 def add_cli(subparsers: Any) -> None:
     """Register ``fd-conformance fastdeploy`` (called from fd_conformance.cli.build_parser)."""
-    parser = subparsers.add_parser("fastdeploy", help=HELP, description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", nargs="?", default=None, metavar="PATH",
-                        help="FastDeploy checkout (the directory holding fastdeploy/); default: the installed fastdeploy")
-    parser.add_argument("--only", action="append", choices=TABLES, default=None,
-                        help="run only this table (repeatable); default: all three")
-    parser.add_argument("--max-examples", type=int, default=DEFAULT_EXAMPLES, metavar="N",
-                        help=f"Hypothesis examples per config rule (default {DEFAULT_EXAMPLES})")
+    parser = subparsers.add_parser(
+        "fastdeploy", help=HELP, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        metavar="PATH",
+        help="FastDeploy checkout (the directory holding fastdeploy/); default: the installed fastdeploy",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=TABLES, default=None, help="run only this table (repeatable); default: all three"
+    )
+    parser.add_argument(
+        "--max-examples",
+        type=int,
+        default=DEFAULT_EXAMPLES,
+        metavar="N",
+        help=f"Hypothesis examples per config rule (default {DEFAULT_EXAMPLES})",
+    )
     parser.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="also write the tables as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every finding in full, and the calls made")
     parser.set_defaults(func=run)
@@ -65,11 +77,23 @@ def _section(out: TextIO, title: str, rep: Any) -> bool:
 def print_config(out: TextIO, rep: Any, verbose: bool) -> None:
     if not _section(out, f"1. Config (C6) on the real FDConfig ({rep.where}, current_platform patched to CUDA)", rep):
         return
-    out.write(f"{rep.built} configs built by FastDeploy, {rep.rejected} refused by it"
-              f"{' (first: ' + rep.first_rejection + ')' if rep.rejected else ''}; {rep.seconds:.1f} s\n")
-    _table(out, ("code", "severity", "verdict", "minimal failing raw config"),
-           [(r.code, r.severity, "VIOLATED" if r.minimal and r.severity == "error" else "WARNING" if r.minimal else "holds",
-             r.minimal or "-") for r in rep.rows])
+    out.write(
+        f"{rep.built} configs built by FastDeploy, {rep.rejected} refused by it"
+        f"{' (first: ' + rep.first_rejection + ')' if rep.rejected else ''}; {rep.seconds:.1f} s\n"
+    )
+    _table(
+        out,
+        ("code", "severity", "verdict", "minimal failing raw config"),
+        [
+            (
+                r.code,
+                r.severity,
+                "VIOLATED" if r.minimal and r.severity == "error" else "WARNING" if r.minimal else "holds",
+                r.minimal or "-",
+            )
+            for r in rep.rows
+        ],
+    )
     for r in rep.rows:
         if r.minimal and (verbose or r.severity == "error"):
             out.write(f"  {r.code}: {r.message}\n")
@@ -78,10 +102,15 @@ def print_config(out: TextIO, rep: Any, verbose: bool) -> None:
 def print_models(out: TextIO, rep: Any, verbose: bool) -> None:
     if not _section(out, f"2. Protocol on every registered model class ({rep.where})", rep):
         return
-    out.write(f"{len(rep.rows)} wrapper classes from {rep.modules} modules, {len(rep.import_failures)} module(s) "
-              f"failed to import; {rep.violations} wrapper(s) violate the protocol\n")
-    _table(out, ("wrapper", "class", "verdict", "findings"),
-           [(r.name, r.qualname, "FAIL" if r.is_error else "ok", _codes(r.findings)) for r in rep.rows])
+    out.write(
+        f"{len(rep.rows)} wrapper classes from {rep.modules} modules, {len(rep.import_failures)} module(s) "
+        f"failed to import; {rep.violations} wrapper(s) violate the protocol\n"
+    )
+    _table(
+        out,
+        ("wrapper", "class", "verdict", "findings"),
+        [(r.name, r.qualname, "FAIL" if r.is_error else "ok", _codes(r.findings)) for r in rep.rows],
+    )
     for r in rep.rows:
         for f in r.findings:
             if verbose or f.is_error:
@@ -94,11 +123,21 @@ def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
     if not _section(out, f"3. Runner teardown order on the real {rep.where}.clear_parameters / update_parameters", rep):
         return
     out.write(f"{len(rep.rows)} runs over recorded stand-ins (compiled ops: fd-conformance import shim)\n")
-    _table(out, ("use_cudagraph", "draft_model_use_cudagraph", "spec method", "method", "verdict", "findings"),
-           [(str(r.combo.use_cudagraph), str(r.combo.draft_model_use_cudagraph), r.combo.spec_method or "None",
-             r.method, "n/a" if r.skipped else "ERROR" if r.error else "FAIL" if r.findings else "ok",
-             r.skipped or r.error or _codes(r.findings))
-            for r in rep.rows])
+    _table(
+        out,
+        ("use_cudagraph", "draft_model_use_cudagraph", "spec method", "method", "verdict", "findings"),
+        [
+            (
+                str(r.combo.use_cudagraph),
+                str(r.combo.draft_model_use_cudagraph),
+                r.combo.spec_method or "None",
+                r.method,
+                "n/a" if r.skipped else "ERROR" if r.error else "FAIL" if r.findings else "ok",
+                r.skipped or r.error or _codes(r.findings),
+            )
+            for r in rep.rows
+        ],
+    )
     shown: set[tuple[str, str]] = set()
     for r in rep.rows:
         for f in r.findings:
@@ -113,19 +152,36 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
     data: dict[str, Any] = {"seconds": seconds}
     if "config" in reports:
         c = reports["config"]
-        data["config"] = {"error": c.error, "built": c.built, "rejected": c.rejected,
-                          "rows": [{"code": r.code, "severity": r.severity, "minimal": r.minimal} for r in c.rows]}
+        data["config"] = {
+            "error": c.error,
+            "built": c.built,
+            "rejected": c.rejected,
+            "rows": [{"code": r.code, "severity": r.severity, "minimal": r.minimal} for r in c.rows],
+        }
     if "models" in reports:
         m = reports["models"]
-        data["models"] = {"error": m.error, "import_failures": m.import_failures,
-                          "rows": [{"name": r.name, "class": r.qualname, "codes": [f.code for f in r.findings]}
-                                   for r in m.rows]}
+        data["models"] = {
+            "error": m.error,
+            "import_failures": m.import_failures,
+            "rows": [{"name": r.name, "class": r.qualname, "codes": [f.code for f in r.findings]} for r in m.rows],
+        }
     if "runner" in reports:
         r = reports["runner"]
-        data["runner"] = {"error": r.error, "rows": [
-            {"use_cudagraph": x.combo.use_cudagraph, "draft_model_use_cudagraph": x.combo.draft_model_use_cudagraph,
-             "spec_method": x.combo.spec_method, "method": x.method, "error": x.error, "skipped": x.skipped,
-             "codes": [f.code for f in x.findings]} for x in r.rows]}
+        data["runner"] = {
+            "error": r.error,
+            "rows": [
+                {
+                    "use_cudagraph": x.combo.use_cudagraph,
+                    "draft_model_use_cudagraph": x.combo.draft_model_use_cudagraph,
+                    "spec_method": x.combo.spec_method,
+                    "method": x.method,
+                    "error": x.error,
+                    "skipped": x.skipped,
+                    "codes": [f.code for f in x.findings],
+                }
+                for x in r.rows
+            ],
+        }
     return data
 
 
@@ -184,7 +240,8 @@ def _run(args: argparse.Namespace) -> int:
             gc.unfreeze()
     violations = sum(rep.violations for rep in reports.values())
     broken = sum(1 for rep in reports.values() if rep.error) + sum(
-        1 for row in getattr(reports.get("runner"), "rows", []) if row.error)
+        1 for row in getattr(reports.get("runner"), "rows", []) if row.error
+    )
     if args.json_out:
         data = to_json(reports, seconds) | {"checkout": str(checkout), "violations": violations, "broken": broken}
         Path(args.json_out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -17,21 +17,32 @@ from fd_conformance.lint.pool import MIN_PARALLEL_FILES
 
 FORMAT_HELP = "output format: text (path:line:col: CODE message), json, sarif (2.1.0), github (workflow annotations)"
 CONFIG_HELP = "TOML file with lint settings (default: [tool.fd-conformance.lint] of the nearest pyproject.toml)"
-FIX_HELP = ("rewrite legacy clear_grpah_opt_backend definitions to the canonical name, keeping an alias, and "
-            "self.clear_grpah_opt_backend() calls in the classes so renamed")
-FIX_CALLS_HELP = ("with --fix: also rename calls on other receivers (self.model.clear_grpah_opt_backend()); only "
-                  "safe when every callee has the canonical name, which a static pass cannot check")
+FIX_HELP = (
+    "rewrite legacy clear_grpah_opt_backend definitions to the canonical name, keeping an alias, and "
+    "self.clear_grpah_opt_backend() calls in the classes so renamed"
+)
+FIX_CALLS_HELP = (
+    "with --fix: also rename calls on other receivers (self.model.clear_grpah_opt_backend()); only "
+    "safe when every callee has the canonical name, which a static pass cannot check"
+)
 OUTPUT_HELP = "write the report to FILE instead of stdout (e.g. a .sarif file for upload)"
-CONTEXT_HELP = ("project root in which base classes of the given files are looked up (default: nearest "
-                "pyproject.toml or .git above them); findings are still reported for the given files only")
+CONTEXT_HELP = (
+    "project root in which base classes of the given files are looked up (default: nearest "
+    "pyproject.toml or .git above them); findings are still reported for the given files only"
+)
 NO_CONTEXT_HELP = "judge the given files on their own: no base-class lookup in the surrounding tree"
 JOBS_HELP = f"worker processes for parsing (0 = one per CPU, the default; used from {MIN_PARALLEL_FILES} files)"
 
 FORMATS = ("text", "json", "sarif", "github")
+
+
 def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``fd-conformance lint`` (called by :func:`fd_conformance.cli.build_parser`)."""
-    parser = subparsers.add_parser("lint", help="static graph-lifecycle checks over model source trees",
-                                   description=(fd_conformance.lint.__doc__ or "").split("\n\n")[0])
+    parser = subparsers.add_parser(
+        "lint",
+        help="static graph-lifecycle checks over model source trees",
+        description=(fd_conformance.lint.__doc__ or "").split("\n\n")[0],
+    )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to lint")
     parser.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help=CONFIG_HELP)

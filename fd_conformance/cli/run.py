@@ -194,7 +194,9 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
     from fd_conformance.runtime import installed_runtimes
 
     if args.runtime != "auto" and args.runtime not in installed_runtimes():
-        raise UsageError(f"--runtime {args.runtime} is not installed", f"pip install 'fd-conformance[{args.runtime}]' or use --runtime auto")
+        raise UsageError(
+            f"--runtime {args.runtime} is not installed", f"pip install 'fd-conformance[{args.runtime}]' or use --runtime auto"
+        )
     if args.workers not in (None, "0") and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
     if out.exists() and not out.is_dir():
@@ -262,7 +264,9 @@ class OutLock:
             self.out.mkdir(parents=True, exist_ok=True)
             handle = (self.out / LOCK_NAME).open("a+", encoding="utf-8")
         except OSError as err:
-            raise UsageError(f"--out {str(self.out)!r} is not writable ({err.strerror})", "pass a directory you can write to") from None
+            raise UsageError(
+                f"--out {str(self.out)!r} is not writable ({err.strerror})", "pass a directory you can write to"
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -305,7 +309,9 @@ def keep_previous(out: Path) -> Path | None:
         for path in found:
             path.replace(previous / path.name)
     except OSError as err:
-        raise UsageError(f"cannot move the earlier reports in --out {str(out)!r} aside ({err.strerror})", "pass a directory you can write to") from None
+        raise UsageError(
+            f"cannot move the earlier reports in --out {str(out)!r} aside ({err.strerror})", "pass a directory you can write to"
+        ) from None
     return previous
 
 

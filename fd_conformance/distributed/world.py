@@ -183,8 +183,9 @@ class DistributedWorld:
                 # A watcher thread's exception would vanish (threads only print it) and leave this
                 # rank without a result: every other rank's outcome would be lost with it.
                 text = f"{type(err).__name__}: {err}"
-                results[rank] = RunResult("crash", worker.pid, 0.0, cause=f"watcher failed: {text.splitlines()[0]}",
-                                          log_tail=traceback.format_exc())
+                results[rank] = RunResult(
+                    "crash", worker.pid, 0.0, cause=f"watcher failed: {text.splitlines()[0]}", log_tail=traceback.format_exc()
+                )
 
         # One watcher per rank, same deadline: the rank whose clock runs out is the one that hung.
         threads = [threading.Thread(target=watch, args=(rank,), name=f"fdc-rank-{rank}") for rank in range(self.world_size)]
@@ -274,9 +275,7 @@ def _join_world(rank: int, world_size: int, backend: str, device: str, store_pat
         torch.cuda.set_device(rank)  # one process per GPU: rank r drives device r
         kwargs["device_id"] = torch.device("cuda", rank)  # eager NCCL init: never lazily inside a capture
     store = dist.FileStore(store_path, world_size)
-    dist.init_process_group(
-        backend, store=store, rank=rank, world_size=world_size, timeout=WORLD_GROUP_TIMEOUT, **kwargs
-    )
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=WORLD_GROUP_TIMEOUT, **kwargs)
     _WORLD.update(store_path=store_path, store=store)
     return store
 

@@ -101,8 +101,11 @@ def locate(path: str | Path | None) -> Checkout:
     if root.name == "fastdeploy" and (root / "__init__.py").is_file():
         root = root.parent
     if not (root / "fastdeploy" / "__init__.py").is_file():
-        hint = " (a bare git directory: export a commit with `git archive COMMIT fastdeploy | tar -x -C DIR`)" \
-            if (root / "HEAD").is_file() and (root / "objects").is_dir() else ""
+        hint = (
+            " (a bare git directory: export a commit with `git archive COMMIT fastdeploy | tar -x -C DIR`)"
+            if (root / "HEAD").is_file() and (root / "objects").is_dir()
+            else ""
+        )
         raise UsageError(f"{str(given)!r} holds no fastdeploy/__init__.py{hint}", fix)
     return Checkout(root)
 
@@ -182,17 +185,20 @@ def import_module(name: str, checkout: Checkout) -> types.ModuleType:
         dotted = err.name or ""
         missing = dotted.split(".")[0]
         if not missing or missing == "fastdeploy":
-            raise UsageError(f"{checkout} has no module {err.name or name!r} (FastDeploy too old or too new "
-                             f"for the bridge?)", "point at a FastDeploy 2.x checkout") from err
+            raise UsageError(
+                f"{checkout} has no module {err.name or name!r} (FastDeploy too old or too new for the bridge?)",
+                "point at a FastDeploy 2.x checkout",
+            ) from err
         prefixes = [".".join(dotted.split(".")[:n]) for n in range(dotted.count(".") + 1, 0, -1)]
         package = next((PYPI_NAMES[p] for p in prefixes if p in PYPI_NAMES), missing)
         raise MissingDependency(
-            f"importing {name} from {checkout} needs the Python package {package!r} (module {dotted!r}), "
-            f"which is not installed",
-            f'{INSTALL_FIX} (or `pip install {package}`)',
+            f"importing {name} from {checkout} needs the Python package {package!r} (module {dotted!r}), which is not installed",
+            f"{INSTALL_FIX} (or `pip install {package}`)",
         ) from err
     origin = Path(getattr(module, "__file__", "") or "")
     if name.split(".")[0] == "fastdeploy" and checkout.root not in origin.resolve().parents:
-        raise UsageError(f"{name} was imported from {origin}, not from the checkout {checkout}",
-                         "uninstall the other fastdeploy or run from a clean interpreter")
+        raise UsageError(
+            f"{name} was imported from {origin}, not from the checkout {checkout}",
+            "uninstall the other fastdeploy or run from a clean interpreter",
+        )
     return module

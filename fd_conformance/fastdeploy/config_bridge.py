@@ -87,9 +87,11 @@ def _args(raw: RawGraphOptConfig) -> dict[str, dict[str, Any]]:
         "SchedulerConfig": {"splitwise_role": raw.splitwise_role, "max_num_seqs": raw.max_num_seqs},
         "CacheConfig": {"num_cpu_blocks": raw.num_cpu_blocks},
         # FastDeploy derives use_sequence_parallel_moe from expert parallelism with TP > 1.
-        "ParallelConfig": {"tensor_parallel_size": raw.tensor_parallel_size,
-                           "enable_expert_parallel": raw.use_sequence_parallel_moe,
-                           "use_sequence_parallel_moe": raw.use_sequence_parallel_moe},
+        "ParallelConfig": {
+            "tensor_parallel_size": raw.tensor_parallel_size,
+            "enable_expert_parallel": raw.use_sequence_parallel_moe,
+            "use_sequence_parallel_moe": raw.use_sequence_parallel_moe,
+        },
         "LoadConfig": {"dynamic_load_weight": raw.dynamic_load_weight},
         "SpeculativeConfig": {"method": raw.speculative_method, "num_speculative_tokens": raw.num_speculative_tokens},
     }
@@ -97,17 +99,29 @@ def _args(raw: RawGraphOptConfig) -> dict[str, dict[str, Any]]:
 
 def _model_config(module: ModuleType) -> SimpleNamespace:
     moe_phase = getattr(module, "MoEPhase", None)
-    return SimpleNamespace(max_model_len=512, architectures=["test_model"], mm_max_tokens_per_item=None,
-                           enable_mm=False, model_format="paddle", first_k_dense_replace=0, version="init",
-                           moe_phase=moe_phase() if moe_phase else None)
+    return SimpleNamespace(
+        max_model_len=512,
+        architectures=["test_model"],
+        mm_max_tokens_per_item=None,
+        enable_mm=False,
+        model_format="paddle",
+        first_k_dense_replace=0,
+        version="init",
+        moe_phase=moe_phase() if moe_phase else None,
+    )
 
 
 def make_builder(module: ModuleType) -> Callable[[RawGraphOptConfig], Any]:
     """raw config -> the checkout's post-processed FDConfig (or :data:`REJECTED`)."""
     accepted = set(inspect.signature(module.FDConfig.__init__).parameters)
-    keyword = {"GraphOptimizationConfig": "graph_opt_config", "SchedulerConfig": "scheduler_config",
-               "CacheConfig": "cache_config", "ParallelConfig": "parallel_config", "LoadConfig": "load_config",
-               "SpeculativeConfig": "speculative_config"}
+    keyword = {
+        "GraphOptimizationConfig": "graph_opt_config",
+        "SchedulerConfig": "scheduler_config",
+        "CacheConfig": "cache_config",
+        "ParallelConfig": "parallel_config",
+        "LoadConfig": "load_config",
+        "SpeculativeConfig": "speculative_config",
+    }
 
     def build(raw: RawGraphOptConfig) -> Any:
         kwargs: dict[str, Any] = {"model_config": _model_config(module), "test_mode": True}
@@ -126,8 +140,9 @@ def make_builder(module: ModuleType) -> Callable[[RawGraphOptConfig], Any]:
     return build
 
 
-def check_config_module(module: ModuleType, *, max_examples: int = 200, where: str = CONFIG_MODULE,
-                        codes: Collection[str] | None = None) -> ConfigReport:
+def check_config_module(
+    module: ModuleType, *, max_examples: int = 200, where: str = CONFIG_MODULE, codes: Collection[str] | None = None
+) -> ConfigReport:
     """Search the rules (all, or ``codes``) against ``module``'s FDConfig; one row per rule code."""
     report = ConfigReport(where)
     started = time.perf_counter()
@@ -149,8 +164,7 @@ def check_config_module(module: ModuleType, *, max_examples: int = 200, where: s
         row = ConfigRow(code, FINDING_RULES[code].title, severity=FINDING_RULES[code].severity.value)
         if row.severity == "error":
             try:
-                assert_postprocessor_preserves_invariants(postprocess, build=identity, codes=[code],
-                                                          max_examples=max_examples)
+                assert_postprocessor_preserves_invariants(postprocess, build=identity, codes=[code], max_examples=max_examples)
             except InvariantViolation as violation:
                 _fill(row, violation, code)
         else:

@@ -57,8 +57,10 @@ class Combo:
         return self.spec_method == "mtp"
 
     def label(self) -> str:
-        return (f"main={'on' if self.use_cudagraph else 'off'} draft={'on' if self.draft_model_use_cudagraph else 'off'} "
-                f"spec={self.spec_method or '-'}")
+        return (
+            f"main={'on' if self.use_cudagraph else 'off'} draft={'on' if self.draft_model_use_cudagraph else 'off'} "
+            f"spec={self.spec_method or '-'}"
+        )
 
 
 def combos() -> Iterator[Combo]:
@@ -148,13 +150,20 @@ class StandInModel(Anything):
             if size in self.graphs:
                 continue
             graph = self.graphs[size] = _Graph(f"{self.owner}:{size}")
-            self.bus.emit(EventKind.GRAPH_CAPTURED, graph.label, id(graph), owner=self.owner,
-                          buffers=tuple(p.ref() for p in self.params), groups=(id(self.group),))
+            self.bus.emit(
+                EventKind.GRAPH_CAPTURED,
+                graph.label,
+                id(graph),
+                owner=self.owner,
+                buffers=tuple(p.ref() for p in self.params),
+                groups=(id(self.group),),
+            )
 
     def replay(self) -> None:
         for graph in self.graphs.values():
-            self.bus.emit(EventKind.GRAPH_REPLAYED, graph.label, id(graph), owner=self.owner,
-                          buffers=tuple(p.ref() for p in self.params))
+            self.bus.emit(
+                EventKind.GRAPH_REPLAYED, graph.label, id(graph), owner=self.owner, buffers=tuple(p.ref() for p in self.params)
+            )
 
     def clear_graph_opt_backend(self, *args: Any, **kwargs: Any) -> None:
         self._log.append(f"{self.owner}.clear_graph_opt_backend()")
@@ -208,8 +217,9 @@ class StandInRunner(Anything):
         shared = [_Param(n) for n in SHARED_PARAMS]
         main_params = [*shared, _Param("layers.0.weight")]
         model = StandInModel("main", bus, main_params, group, log)
-        draft = StandInModel("draft", bus, [*shared, _Param("mtp.layers.0.weight")], group, log) \
-            if combo.has_draft_model else None
+        draft = (
+            StandInModel("draft", bus, [*shared, _Param("mtp.layers.0.weight")], group, log) if combo.has_draft_model else None
+        )
         known: dict[str, Any] = {
             "combo": combo,
             "model": model,

@@ -247,7 +247,7 @@ class IsolationController:
             return
         tests: list[PlannedTest] = []
         for item in session.items:
-            props = {key[len(PROP_PREFIX):]: value for key, value in case_properties(item)}
+            props = {key[len(PROP_PREFIX) :]: value for key, value in case_properties(item)}
             tests.append(
                 PlannedTest(
                     nodeid=item.nodeid,
@@ -421,8 +421,17 @@ class IsolationController:
             return
         record = self.partial.pop(report.nodeid)
         extras = self.extras.pop(report.nodeid, {})
-        for key in ("isolated", "worker_pid", "worker_spawned", "worker_wait_s", "cause", "last_event",
-                    "python_stacks", "native_stacks", "stuck_frame"):
+        for key in (
+            "isolated",
+            "worker_pid",
+            "worker_spawned",
+            "worker_wait_s",
+            "cause",
+            "last_event",
+            "python_stacks",
+            "native_stacks",
+            "stuck_frame",
+        ):
             if key in extras:
                 record[key] = extras[key]  # type: ignore[literal-required]
         if "outcome" in extras:
@@ -474,4 +483,3 @@ def _synthetic(
         stop=now,
         user_properties=props,
     )
-

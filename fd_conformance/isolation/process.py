@@ -99,9 +99,7 @@ class RunResult:
         return "\n".join(lines)
 
 
-_STDLIB_DIRS = tuple(
-    {p for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib")) if p}
-)
+_STDLIB_DIRS = tuple({p for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib")) if p})
 _OUR_DIR = str(Path(__file__).resolve().parents[1])  # the whole kit, fd_conformance/
 
 
@@ -385,5 +383,3 @@ def native_stacks(pid: int) -> str:
 
 class WorkerStartError(RuntimeError):
     """A worker died or timed out before its ``ready``: an environment problem, not a check's."""
-
-

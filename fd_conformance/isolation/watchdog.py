@@ -112,7 +112,9 @@ class Watchdog:
             self.spare.kill()
         self.spare = self._spawn()
 
-    def run(self, request: messages.Message, timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+    def run(
+        self, request: messages.Message, timeout: float, on_report: Callable[[dict[str, Any]], None] | None = None
+    ) -> RunResult:
         waiting = time.monotonic()
         if self.start_failures >= START_FAILURES_TO_GIVE_UP:
             # Every later worker would fail the same way, each after up to STARTUP_TIMEOUT_S:

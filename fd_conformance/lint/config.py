@@ -47,16 +47,42 @@ class LintConfig:
     # Ernie4_5_MTPModel); a registered class or a subclass of a wrapper base still is one: the
     # engine instantiates it as a model.
     block_patterns: tuple[str, ...] = (
-        "*Model", "*Layer", "*Block", "*Head", "*Embedding", "*Embeddings", "*Attention", "*MLP", "*Norm",
-        "*Linear", "*Projection", "*Projector", "*Encoder", "*Decoder", "*Pooler", "*LayerList",
-        "*ModuleList", "*Sequential", "*Proposer*",
+        "*Model",
+        "*Layer",
+        "*Block",
+        "*Head",
+        "*Embedding",
+        "*Embeddings",
+        "*Attention",
+        "*MLP",
+        "*Norm",
+        "*Linear",
+        "*Projection",
+        "*Projector",
+        "*Encoder",
+        "*Decoder",
+        "*Pooler",
+        "*LayerList",
+        "*ModuleList",
+        "*Sequential",
+        "*Proposer*",
     )
     # Direct base names that make a class a building block too (class MTPHead(nn.Linear), class
     # FooMTPPredictor(FooMTPLayer)); the framework roots Layer and Module never count. Not
     # "*Model": wrappers commonly derive from a "*PreTrainedModel" base.
     block_bases: tuple[str, ...] = (
-        "*Layer", "*Block", "*Head", "*Embedding", "*Attention", "*MLP", "*Norm", "*Linear",
-        "*Projection", "*LayerList", "*ModuleList", "*Sequential",
+        "*Layer",
+        "*Block",
+        "*Head",
+        "*Embedding",
+        "*Attention",
+        "*MLP",
+        "*Norm",
+        "*Linear",
+        "*Projection",
+        "*LayerList",
+        "*ModuleList",
+        "*Sequential",
     )
     # Base-class names (exact) whose subclasses are wrappers; FastDeploy spells it "Casual".
     wrapper_bases: tuple[str, ...] = ("ModelForCasualLM", "ModelForCausalLM")
@@ -124,7 +150,9 @@ def _severity_table(value: Any, source: str) -> dict[str, Severity]:
     result: dict[str, Severity] = {}
     for code, level in value.items():
         if code not in LINT_CODES:
-            raise UsageError(f"severity override for unknown lint code {code!r} in {source}", f"use one of {', '.join(LINT_CODES)}")
+            raise UsageError(
+                f"severity override for unknown lint code {code!r} in {source}", f"use one of {', '.join(LINT_CODES)}"
+            )
         if level not in ("error", "warning"):
             raise UsageError(f"severity for {code} in {source} is {level!r}", 'use "error" or "warning"')
         result[code] = Severity(level)
@@ -136,7 +164,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except OSError as err:
-        raise UsageError(f"cannot read config file {path}: {err.strerror}", "pass an existing readable TOML file to --config") from None
+        raise UsageError(
+            f"cannot read config file {path}: {err.strerror}", "pass an existing readable TOML file to --config"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"config file {path} is not valid TOML: {err}", "fix the TOML syntax") from None
 

@@ -86,8 +86,7 @@ class ClassIndex:
 
 def _reportable(info: ClassInfo, config: LintConfig) -> bool:
     """Could FDC001 ever name this class? (Abstract, wrapper-base and excluded classes: never.)"""
-    return not (info.abstract or info.name in config.wrapper_bases
-                or matches(info.name, config.exclude_classes))
+    return not (info.abstract or info.name in config.wrapper_bases or matches(info.name, config.exclude_classes))
 
 
 def _locally_provides(info: ClassInfo, by_name: dict[str, list[ClassInfo]], seen: set[int]) -> bool:
@@ -111,16 +110,21 @@ def _resolved(name: str, by_name: dict[str, list[ClassInfo]]) -> bool:
     return any(name not in info.bases for info in by_name.get(name, ()))
 
 
-def resolve_context(scans: Sequence[FileScan], files: Sequence[Path], config: LintConfig, root: Path,
-                    context: Path) -> tuple[list[FileScan], ClassIndex]:
+def resolve_context(
+    scans: Sequence[FileScan], files: Sequence[Path], config: LintConfig, root: Path, context: Path
+) -> tuple[list[FileScan], ClassIndex]:
     """Scans of the context files that define the given files' unresolved ancestors (transitively)."""
     index = ClassIndex(context, config, root, files)
     by_name: dict[str, list[ClassInfo]] = {}
     for scan in scans:
         for info in scan.classes:
             by_name.setdefault(info.name, []).append(info)
-    roots = [info for scan in scans for info in scan.classes
-             if _reportable(info, config) and not _locally_provides(info, by_name, {id(info)})]
+    roots = [
+        info
+        for scan in scans
+        for info in scan.classes
+        if _reportable(info, config) and not _locally_provides(info, by_name, {id(info)})
+    ]
     loaded: list[FileScan] = []
     loaded_paths: set[Path] = set()
     visited: set[str] = set()

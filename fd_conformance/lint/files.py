@@ -18,7 +18,7 @@ from fd_conformance.errors import UsageError
 from fd_conformance.lint.config import LintConfig
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
-# Only "# noqa: FDCxxx" suppresses: a bare "# noqa" is usually aimed at another linter, and these
+# Only a noqa comment naming FDCxxx codes suppresses: a bare noqa is usually aimed at another linter, and these
 # rules guard against hangs and leaks, so silencing them must be deliberate and named.
 _NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>FDC\d{3}(?:\s*,\s*FDC\d{3})*)", re.IGNORECASE)
 
@@ -41,8 +41,9 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
                 yield path
             continue
         for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                                 and not d.endswith(".egg-info"))
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS and not d.endswith(".egg-info")
+            )
             for filename in sorted(filenames):
                 if filename.endswith(".py"):
                     full = Path(dirpath, filename)

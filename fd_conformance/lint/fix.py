@@ -53,8 +53,9 @@ def fix_source(source: str, rename_calls: bool = False) -> str:
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     renames: list[tuple[int, int]] = []
     aliases: list[tuple[int, str]] = []  # (insert after this 1-based line, text)
-    significant = [t for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT, tokenize.NEWLINE,
-                                                        tokenize.INDENT, tokenize.DEDENT)]
+    significant = [
+        t for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+    ]
     for i, tok in enumerate(significant):
         if tok.type != tokenize.NAME or tok.string != LEGACY or tok.start[0] in suppressed:
             continue
@@ -74,7 +75,7 @@ def fix_source(source: str, rename_calls: bool = False) -> str:
         return source
     for row, col in renames:
         line = lines[row - 1]
-        lines[row - 1] = line[:col] + CANONICAL + line[col + len(LEGACY):]
+        lines[row - 1] = line[:col] + CANONICAL + line[col + len(LEGACY) :]
     for after, text in sorted(aliases, reverse=True):
         if after == len(lines) and not lines[-1].endswith(("\n", "\r")):
             lines[-1] += newline
@@ -82,23 +83,31 @@ def fix_source(source: str, rename_calls: bool = False) -> str:
     return "".join(lines)
 
 
-def _self_calls_in_renamed_classes(tree: ast.Module, lines: list[str], blocked: set[int],
-                                   suppressed: set[int]) -> set[tuple[int, int]]:
+def _self_calls_in_renamed_classes(
+    tree: ast.Module, lines: list[str], blocked: set[int], suppressed: set[int]
+) -> set[tuple[int, int]]:
     """(row, char col) of ``self.<legacy>(...)`` name tokens inside classes whose legacy def this
     pass renames: after the rename that class has both names, so the call cannot break."""
     found: set[tuple[int, int]] = set()
     for cls in ast.walk(tree):
         if not isinstance(cls, ast.ClassDef) or not any(
-            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == LEGACY
-            and id(n) not in blocked and n.lineno not in suppressed
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == LEGACY
+            and id(n) not in blocked
+            and n.lineno not in suppressed
             for n in cls.body
         ):
             continue
         for node in _walk_own_scope(cls):
             func = node.func if isinstance(node, ast.Call) else None
-            if (isinstance(func, ast.Attribute) and func.attr == LEGACY and isinstance(func.value, ast.Name)
-                    and func.value.id == "self" and func.end_lineno is not None
-                    and func.end_col_offset is not None):
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == LEGACY
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "self"
+                and func.end_lineno is not None
+                and func.end_col_offset is not None
+            ):
                 row = func.end_lineno
                 # ast columns are UTF-8 byte offsets, tokenize's are characters.
                 byte_col = func.end_col_offset - len(LEGACY)
@@ -126,13 +135,13 @@ def _scopes_defining_canonical(tree: ast.Module) -> set[int]:
         body = scope.body
         names = {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if CANONICAL in names:
-            blocked.update(id(n) for n in body
-                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == LEGACY)
+            blocked.update(id(n) for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == LEGACY)
     return blocked
 
 
-def fix_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None, *,
-              rename_calls: bool = False) -> list[Path]:
+def fix_paths(
+    paths: Sequence[str | Path], config: LintConfig, root: Path | None = None, *, rename_calls: bool = False
+) -> list[Path]:
     """Rewrite files in place (same encoding, BOM kept); returns the files that changed.
     ``rename_calls``: also rename calls on other receivers (``--fix-calls``, see module doc)."""
     root = (root or Path.cwd()).resolve()

@@ -139,8 +139,9 @@ class _Conditions:
         self.main_seen: str | None = None  # the first main flag met, as spelt (for messages)
 
     def _is_main(self, name: str) -> bool:
-        if (any(fnmatch.fnmatchcase(name, p) for p in self.main_flags)
-                and not any(fnmatch.fnmatchcase(name, p) for p in self.draft_flags)):
+        if any(fnmatch.fnmatchcase(name, p) for p in self.main_flags) and not any(
+            fnmatch.fnmatchcase(name, p) for p in self.draft_flags
+        ):
             self.main_seen = self.main_seen or name
             return True
         return False
@@ -163,8 +164,13 @@ class _Conditions:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id == "bool" and len(node.args) == 1 and not node.keywords:
                 return self.formula(node.args[0])
-            if (node.func.id == "getattr" and len(node.args) in (2, 3) and isinstance(node.args[1], ast.Constant)
-                    and isinstance(node.args[1].value, str) and self._is_main(node.args[1].value)):
+            if (
+                node.func.id == "getattr"
+                and len(node.args) in (2, 3)
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and self._is_main(node.args[1].value)
+            ):
                 return MAIN
         if isinstance(node, ast.Name) and node.id in self.aliases:
             return self.aliases[node.id]
@@ -323,8 +329,9 @@ class _Paths:
             self.expr(child, pc)
 
 
-def path_conditions(body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_flags: Sequence[str],
-                    draft_flags: Sequence[str]) -> tuple[dict[int, Formula], str | None]:
+def path_conditions(
+    body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_flags: Sequence[str], draft_flags: Sequence[str]
+) -> tuple[dict[int, Formula], str | None]:
     """(id(call) -> path condition for each target call reachable in ``body``, the first main
     flag name the conditions test)."""
     conditions = _Conditions(main_flags, draft_flags)
@@ -333,8 +340,9 @@ def path_conditions(body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_
     return paths.found, conditions.main_seen
 
 
-def main_flag_dependence(body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_flags: Sequence[str],
-                         draft_flags: Sequence[str]) -> tuple[list[tuple[ast.Call, bool]], str | None]:
+def main_flag_dependence(
+    body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_flags: Sequence[str], draft_flags: Sequence[str]
+) -> tuple[list[tuple[ast.Call, bool]], str | None]:
     """The draft clears whose reachability depends on the main flag, with the flag value they need
     (True: reached only with the main flag on), and the flag's name as spelt. A clear is not
     reported when another draft clear of the same function is reachable with the main flag at the

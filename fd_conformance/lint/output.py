@@ -97,8 +97,9 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "fd-conformance", "version": __version__, "informationUri": HELP_URI,
-                                    "rules": rules}},
+                "tool": {
+                    "driver": {"name": "fd-conformance", "version": __version__, "informationUri": HELP_URI, "rules": rules}
+                },
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }

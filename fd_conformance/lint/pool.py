@@ -67,8 +67,7 @@ def _fork_context() -> BaseContext | None:
     return multiprocessing.get_context("fork")
 
 
-def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None,
-               jobs: int = 1) -> list[FileScan]:
+def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | None = None, jobs: int = 1) -> list[FileScan]:
     """Parse every file once; the per-file scans feed both the rules and ``--fix``.
 
     ``jobs`` > 1 parses in that many worker processes when there are at least
@@ -83,7 +82,7 @@ def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | Non
         return _scan_batch(work, config)
     # Several batches per worker even out files of uneven size; contiguous slices keep the order.
     size = -(-len(work) // (jobs * 4))
-    batches = [work[i:i + size] for i in range(0, len(work), size)]
+    batches = [work[i : i + size] for i in range(0, len(work), size)]
     from concurrent.futures import ProcessPoolExecutor  # lazily, for speed: only large trees get here
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:

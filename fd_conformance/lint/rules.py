@@ -28,39 +28,49 @@ _FRAMEWORK_ROOTS = frozenset({"Layer", "Module", "Cell", "object"})
 # --------------------------------------------------------------------------- FDC100
 def check_fdc100_cannot_read(shown: str, err: Exception) -> Finding:
     """A file that cannot be read (or decoded) is reported, never skipped silently."""
-    return make_finding("FDC100", f"cannot read: {err}", "make the file readable text in UTF-8 or its declared coding",
-                        Location(path=shown, line=1, col=1))
+    return make_finding(
+        "FDC100",
+        f"cannot read: {err}",
+        "make the file readable text in UTF-8 or its declared coding",
+        Location(path=shown, line=1, col=1),
+    )
 
 
 def check_fdc100_cannot_parse(path: str, err: SyntaxError | ValueError) -> Finding:
     """A syntax error means no other rule ran on the file: say so instead of passing it."""
     line = getattr(err, "lineno", None) or 1
     return make_finding(
-        "FDC100", f"cannot parse: {getattr(err, 'msg', None) or err}",
+        "FDC100",
+        f"cannot parse: {getattr(err, 'msg', None) or err}",
         "fix the syntax error; the file's rules were not checked",
         Location(path=path, line=line, col=max(getattr(err, "offset", None) or 1, 1)),
     )
 
 
 # --------------------------------------------------------------------------- FDC002 / FDC004
-def check_fdc002_legacy_spelling(name: str, what: str, line: int, col: int, obj: str | None,
-                                 locate: Locate) -> Finding | None:
+def check_fdc002_legacy_spelling(name: str, what: str, line: int, col: int, obj: str | None, locate: Locate) -> Finding | None:
     """The legacy spelling in a definition or call: works through the alias, but is deprecated."""
     if name != LEGACY:
         return None
-    return make_finding("FDC002", f"legacy spelling {LEGACY} in {what}",
-                        f"rename to {CANONICAL} (fd-conformance lint --fix keeps a {LEGACY} alias)",
-                        locate(line, col, obj))
+    return make_finding(
+        "FDC002",
+        f"legacy spelling {LEGACY} in {what}",
+        f"rename to {CANONICAL} (fd-conformance lint --fix keeps a {LEGACY} alias)",
+        locate(line, col, obj),
+    )
 
 
-def check_fdc004_near_miss(name: str, what: str, line: int, col: int, obj: str | None,
-                           locate: Locate) -> Finding | None:
+def check_fdc004_near_miss(name: str, what: str, line: int, col: int, obj: str | None, locate: Locate) -> Finding | None:
     """A typo of either spelling (:func:`fd_conformance.spelling.near_miss`): the engine never finds it."""
     target = near_miss(name)
     if target is None:
         return None
-    return make_finding("FDC004", f"{name} in {what} is a near-miss of {target}; the engine will not find it",
-                        f"spell it {CANONICAL}", locate(line, col, obj))
+    return make_finding(
+        "FDC004",
+        f"{name} in {what} is a near-miss of {target}; the engine will not find it",
+        f"spell it {CANONICAL}",
+        locate(line, col, obj),
+    )
 
 
 # --------------------------------------------------------------------------- FDC101
@@ -85,13 +95,15 @@ def check_fdc101_release_before_clear(calls: list[Call], owner: str, locate: Loc
             continue
         for rel in releases:
             if not _exclusive(rel.branches, call.branches):
-                found.append(make_finding(
-                    "FDC101",
-                    f"{owner}: graphs cleared by {call.name}() after {rel.name}() at line {rel.line} "
-                    "released weights or shut down communication (a live graph can hang the teardown)",
-                    f"move the {call.name}() call before {rel.name}()",
-                    locate(call.line, call.col, owner),
-                ))
+                found.append(
+                    make_finding(
+                        "FDC101",
+                        f"{owner}: graphs cleared by {call.name}() after {rel.name}() at line {rel.line} "
+                        "released weights or shut down communication (a live graph can hang the teardown)",
+                        f"move the {call.name}() call before {rel.name}()",
+                        locate(call.line, call.col, owner),
+                    )
+                )
                 break
     return found
 
@@ -121,9 +133,13 @@ def _is_draft(receiver: ast.expr, cls: ClassInfo | None, config: LintConfig) -> 
     chain = list(_receiver_names(receiver))
     if any(matches(n, config.draft_receivers) for n in chain):
         return True
-    return (cls is not None and len(chain) > 1 and chain[-1] == "self"
-            and matches(cls.name, config.draft_owner_classes)
-            and not any("main" in n for n in chain))
+    return (
+        cls is not None
+        and len(chain) > 1
+        and chain[-1] == "self"
+        and matches(cls.name, config.draft_owner_classes)
+        and not any("main" in n for n in chain)
+    )
 
 
 def _call_as_written(call: ast.Call, helper: bool) -> str:
@@ -136,9 +152,14 @@ def _call_as_written(call: ast.Call, helper: bool) -> str:
     return f"{ast.unparse(call.func)}()"
 
 
-def check_fdc102_draft_clear_under_main_flag(func: ast.FunctionDef | ast.AsyncFunctionDef, calls: Sequence[Call],
-                                            cls: ClassInfo | None, owner: str, config: LintConfig,
-                                            locate: Locate) -> Iterator[Finding]:
+def check_fdc102_draft_clear_under_main_flag(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    calls: Sequence[Call],
+    cls: ClassInfo | None,
+    owner: str,
+    config: LintConfig,
+    locate: Locate,
+) -> Iterator[Finding]:
     """Draft clears that run only with the main flag on (or only with it off), when no other
     draft clear of the function covers the other value (see :mod:`.guard`)."""
     drafts = [c for c in calls if c.receiver is not None and _is_draft(c.receiver, cls, config)]
@@ -151,14 +172,19 @@ def check_fdc102_draft_clear_under_main_flag(func: ast.FunctionDef | ast.AsyncFu
         call = by_node[id(node)]
         shown = _call_as_written(node, call.helper)
         if needs_on:
-            message = (f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is on; "
-                       "with it off and the draft's graphs on they leak")
+            message = (
+                f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is on; "
+                "with it off and the draft's graphs on they leak"
+            )
         else:
-            message = (f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is off "
-                       "(with it on, the path exits or branches away first); with both on they leak")
+            message = (
+                f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is off "
+                "(with it on, the path exits or branches away first); with both on they leak"
+            )
         draft_flag = config.draft_flags[0] if config.draft_flags else "its own flag"
         yield make_finding(
-            "FDC102", message,
+            "FDC102",
+            message,
             f"guard the draft clear by the draft's own flag (e.g. {draft_flag}) alone, outside the main one",
             locate(call.line, call.col, owner),
         )
@@ -173,8 +199,9 @@ def _named_wrapper(info: ClassInfo, config: LintConfig) -> bool:
     return not any(b not in _FRAMEWORK_ROOTS and matches(b, config.block_bases) for b in info.bases)
 
 
-def check_fdc001_wrapper_without_clear(scans: Sequence[FileScan], config: LintConfig,
-                                       context: Sequence[FileScan] = ()) -> Iterator[tuple[FileScan, Finding]]:
+def check_fdc001_wrapper_without_clear(
+    scans: Sequence[FileScan], config: LintConfig, context: Sequence[FileScan] = ()
+) -> Iterator[tuple[FileScan, Finding]]:
     """Wrappers with no clear method, own or inherited. Needs every class of the tree: bases and
     inherited clears resolve across files.
 
@@ -228,10 +255,13 @@ def check_fdc001_wrapper_without_clear(scans: Sequence[FileScan], config: LintCo
             if provides:
                 continue
             if info.registered or descends or _named_wrapper(info, config):
-                yield owner[id(info)], make_finding(
-                    "FDC001",
-                    f"model wrapper {name} has no {CANONICAL}() (nor legacy {LEGACY}), own or inherited; "
-                    "the engine cannot destroy its graphs",
-                    f"add `def {CANONICAL}(self): self.model.{CANONICAL}(fd_config=self.fd_config)`",
-                    Location(path=info.path, line=info.line, col=info.col, obj=name),
+                yield (
+                    owner[id(info)],
+                    make_finding(
+                        "FDC001",
+                        f"model wrapper {name} has no {CANONICAL}() (nor legacy {LEGACY}), own or inherited; "
+                        "the engine cannot destroy its graphs",
+                        f"add `def {CANONICAL}(self): self.model.{CANONICAL}(fd_config=self.fd_config)`",
+                        Location(path=info.path, line=info.line, col=info.col, obj=name),
+                    ),
                 )

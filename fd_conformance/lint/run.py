@@ -20,8 +20,7 @@ from fd_conformance.lint.pool import default_jobs, scan_paths
 from fd_conformance.lint.rules import check_fdc001_wrapper_without_clear
 
 
-def collect_findings(scans: Sequence[FileScan], config: LintConfig,
-                     context: Sequence[FileScan] = ()) -> list[Finding]:
+def collect_findings(scans: Sequence[FileScan], config: LintConfig, context: Sequence[FileScan] = ()) -> list[Finding]:
     """Cross-file rule, suppression, severity overrides, stable order (``context``: see
     :func:`fd_conformance.lint.rules.check_fdc001_wrapper_without_clear`)."""
     pending = [(scan, f) for scan in scans for f in scan.findings]
@@ -38,8 +37,15 @@ def collect_findings(scans: Sequence[FileScan], config: LintConfig,
     return findings
 
 
-def lint_paths(paths: Sequence[str | Path], config: LintConfig | None = None, root: Path | None = None, *,
-               context: Path | None = None, use_context: bool = True, jobs: int = 1) -> LintResult:
+def lint_paths(
+    paths: Sequence[str | Path],
+    config: LintConfig | None = None,
+    root: Path | None = None,
+    *,
+    context: Path | None = None,
+    use_context: bool = True,
+    jobs: int = 1,
+) -> LintResult:
     """Lint files and directories; ``config`` defaults to the nearest pyproject.toml's settings.
 
     When files are named one by one (pre-commit passes only the changed ones), base classes they

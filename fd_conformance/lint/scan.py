@@ -33,8 +33,19 @@ _ABSTRACT_BASES = frozenset({"ABC", "Protocol"})
 _CLASS_STATEMENT = re.compile(r"^[ \t]*class\b", re.MULTILINE)
 # Expressions and simple statements cannot hold a class or def, so when none of their lines is
 # "hot" (see _hot_lines) the walk may skip them whole; compound statements are always entered.
-_GATED = (ast.expr, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise,
-          ast.Assert, ast.Delete, ast.Import, ast.ImportFrom)
+_GATED = (
+    ast.expr,
+    ast.Expr,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Return,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+    ast.Import,
+    ast.ImportFrom,
+)
 
 
 # --------------------------------------------------------------------------- text pre-filter
@@ -116,8 +127,9 @@ class _Scanner:
         return Location(path=self.path, line=line, col=col, obj=obj)
 
     def _check_spelling(self, name: str, what: str, line: int, col: int, obj: str | None) -> None:
-        finding: Finding | None = (check_fdc002_legacy_spelling(name, what, line, col, obj, self._loc)
-                                   or check_fdc004_near_miss(name, what, line, col, obj, self._loc))
+        finding: Finding | None = check_fdc002_legacy_spelling(name, what, line, col, obj, self._loc) or check_fdc004_near_miss(
+            name, what, line, col, obj, self._loc
+        )
         if finding is not None:
             self.scan.findings.append(finding)
 
@@ -131,13 +143,11 @@ class _Scanner:
     def _hot(self, node: ast.expr | ast.stmt) -> bool:
         return _any_within(self.hot, node.lineno, node.end_lineno or node.lineno)
 
-    def _body(self, stmts: Sequence[ast.AST], cls: ClassInfo | None, calls: list[Call] | None,
-              branches: Branches) -> None:
+    def _body(self, stmts: Sequence[ast.AST], cls: ClassInfo | None, calls: list[Call] | None, branches: Branches) -> None:
         for node in stmts:
             self._node(node, cls, calls, branches)
 
-    def _node(self, node: ast.AST, cls: ClassInfo | None, calls: list[Call] | None,
-              branches: Branches) -> None:
+    def _node(self, node: ast.AST, cls: ClassInfo | None, calls: list[Call] | None, branches: Branches) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self._function(node, cls, calls, branches)
         elif isinstance(node, ast.ClassDef):
@@ -156,8 +166,9 @@ class _Scanner:
             for child in ast.iter_child_nodes(node):
                 self._node(child, cls, calls, branches)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassInfo | None,
-                  calls: list[Call] | None, branches: Branches) -> None:
+    def _function(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, cls: ClassInfo | None, calls: list[Call] | None, branches: Branches
+    ) -> None:
         owner = f"{cls.name}.{node.name}" if cls else node.name
         self._check_spelling(node.name, f"definition of {owner}", node.lineno, node.col_offset, owner)
         if node.name in (CANONICAL, LEGACY):
@@ -172,8 +183,7 @@ class _Scanner:
         self._body(node.body, None, own_calls, ())
         # FDC101 sorts own_calls by position first; FDC102 then sees them in source order.
         self.scan.findings.extend(check_fdc101_release_before_clear(own_calls, owner, self._loc))
-        self.scan.findings.extend(check_fdc102_draft_clear_under_main_flag(node, own_calls, cls, owner, self.cfg,
-                                                                            self._loc))
+        self.scan.findings.extend(check_fdc102_draft_clear_under_main_flag(node, own_calls, cls, owner, self.cfg, self._loc))
 
     def _class(self, node: ast.ClassDef, calls: list[Call] | None, branches: Branches) -> None:
         bases = tuple(b for b in (_dotted_tail(e) for e in node.bases) if b)

@@ -92,5 +92,3 @@ def no_cases_reason(config: pytest.Config) -> str:
         if not read_selection(cases_file):
             return f"nothing to certify: {FD_CASES_FILE} {cases_file} selects no case"
     return "no model cases selected (see --fd-model/--fd-runtime/--fd-cases-file)"
-
-

@@ -130,5 +130,3 @@ def fd_verdict(request: pytest.FixtureRequest) -> CheckVerdict:
     verdict = CheckVerdict(check_name(request.node))
     request.node.stash[VERDICT_KEY] = verdict
     return verdict
-
-

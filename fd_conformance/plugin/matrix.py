@@ -26,13 +26,15 @@ SESSION_KEY: pytest.StashKey[ConformanceSession] = pytest.StashKey()
 def _is_final(report: pytest.TestReport) -> bool:
     """A report that decides a test's outcome: the call, a setup that did not pass, or a failed
     teardown (a hang while the subject's graphs are destroyed must reach the matrix too)."""
-    return report.when == "call" or (report.when == "setup" and not report.passed) or (
-        report.when == "teardown" and report.failed
+    return (
+        report.when == "call" or (report.when == "setup" and not report.passed) or (report.when == "teardown" and report.failed)
     )
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     add_matrix_keys(item, report)
     return report

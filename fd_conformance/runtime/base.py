@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 
 from fd_conformance.errors import UsageError
 
-
 HOST_EMULATED = "host-emulated"  # the label of results obtained without real graphs
 
 
@@ -200,8 +199,12 @@ class ReleasedParam:
 StorageT = TypeVar("StorageT")
 
 
-def allocate_avoiding(make: Callable[[], StorageT], address_of: Callable[[StorageT], int],
-                      avoid: int | None, poison: Callable[[StorageT], None] = lambda _: None) -> StorageT:
+def allocate_avoiding(
+    make: Callable[[], StorageT],
+    address_of: Callable[[StorageT], int],
+    avoid: int | None,
+    poison: Callable[[StorageT], None] = lambda _: None,
+) -> StorageT:
     """``make()`` a new buffer whose address is not ``avoid``.
 
     Real reloads land at new addresses (that is what makes stale graphs wrong); an allocator may
@@ -321,8 +324,9 @@ class Runtime(abc.ABC):
         released = self._released.get(id(param))
         if released is None:  # restored without our release (or never released): avoid where it is now
             released = ReleasedParam(self.address(param), self._placement(param))
-        fresh = allocate_avoiding(lambda: self._new_storage(value, param, released.placement, name),
-                                  self.address, released.address, self._poison)
+        fresh = allocate_avoiding(
+            lambda: self._new_storage(value, param, released.placement, name), self.address, released.address, self._poison
+        )
         self._install_storage(param, fresh)
         self._released.pop(id(param), None)
         address = self.address(param)
@@ -346,7 +350,7 @@ class Runtime(abc.ABC):
         """A new tensor shaped and typed like ``like`` on ``placement`` holding a COPY of ``value``
         (never ``value`` itself: the caller may keep using it); rejects a shape mismatch."""
 
-    def _poison(self, tensor: Any) -> None:
+    def _poison(self, tensor: Any) -> None:  # noqa: B027 - optional: an adapter that can poison overrides it
         """Overwrite a buffer about to be freed so stale reads of it are visibly wrong (NaN)."""
 
     @abc.abstractmethod
@@ -486,9 +490,7 @@ class RecordedGraph(Graph):
             raise RuntimeError(f"graph {self.label!r} ({self.owner}) is not captured; capture() before replay()")
         # Emitted before replaying with the buffers' CURRENT addresses, so the recorder can judge a
         # replay on a GPU, where replaying a stale graph does not raise.
-        self.runtime.events.emit(
-            EventKind.GRAPH_REPLAYED, self.label, id(self), owner=self.owner, buffers=self.current_refs()
-        )
+        self.runtime.events.emit(EventKind.GRAPH_REPLAYED, self.label, id(self), owner=self.owner, buffers=self.current_refs())
         self._replay()
 
     def reset(self) -> None:

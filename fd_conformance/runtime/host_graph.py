@@ -41,7 +41,12 @@ from fd_conformance.runtime.base import (
 )
 
 __all__ = [
-    "HOST_EMULATED", "HostEmulation", "HostGraph", "HostMemoryLedger", "HostTensorOps", "copy_tree_into",
+    "HOST_EMULATED",
+    "HostEmulation",
+    "HostGraph",
+    "HostMemoryLedger",
+    "HostTensorOps",
+    "copy_tree_into",
     "tensor_leaves",
 ]
 
@@ -117,7 +122,7 @@ def copy_tree_into(static: Any, fresh: Any, ops: HostTensorOps, where: str = "ou
     elif isinstance(static, (tuple, list)):
         if not isinstance(fresh, (tuple, list)) or len(fresh) != len(static):
             raise RuntimeError(f"replay output structure at {where} differs from the captured one")
-        for index, (old, new) in enumerate(zip(static, fresh)):
+        for index, (old, new) in enumerate(zip(static, fresh, strict=True)):  # lengths checked above
             copy_tree_into(old, new, ops, f"{where}[{index}]")
     # Non-tensor leaves (None, ints, shapes) are baked into a real graph too: nothing to copy.
 
@@ -125,9 +130,7 @@ def copy_tree_into(static: Any, fresh: Any, ops: HostTensorOps, where: str = "ou
 class HostGraph(RecordedGraph):
     """CUDA-graph semantics on the host (a test double; see the module docstring)."""
 
-    def __init__(
-        self, runtime: Runtime, label: str, owner: str, ops: HostTensorOps, ledger: HostMemoryLedger
-    ) -> None:
+    def __init__(self, runtime: Runtime, label: str, owner: str, ops: HostTensorOps, ledger: HostMemoryLedger) -> None:
         super().__init__(runtime, label, owner)
         self._ops = ops
         self._ledger = ledger
@@ -150,12 +153,10 @@ class HostGraph(RecordedGraph):
 
     def check_not_stale(self) -> None:
         """Raise StaleGraphError where a GPU replay would read freed/foreign memory or hang."""
-        for (name, tensor), captured in zip(self.captured_buffers, self._captured_addresses):
+        for (name, tensor), captured in zip(self.captured_buffers, self._captured_addresses, strict=True):  # recorded together
             shown = name or f"tensor@{captured:#x}"
             if self.runtime.is_released(tensor):
-                raise StaleGraphError(
-                    f"graph {self.label!r} ({self.owner}) replayed after captured buffer {shown} was released"
-                )
+                raise StaleGraphError(f"graph {self.label!r} ({self.owner}) replayed after captured buffer {shown} was released")
             now = self.runtime.address(tensor)
             if now != captured:
                 raise StaleGraphError(

@@ -104,8 +104,8 @@ def ensure_async_allocator_flag() -> bool:
 
     if _flag_is_true(str(paddle.get_flags([ASYNC_ALLOCATOR_FLAG]).get(ASYNC_ALLOCATOR_FLAG))):
         return True
-    too_late = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and (
-        paddle.device.cuda.memory_reserved() > 0
+    too_late = (
+        paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and (paddle.device.cuda.memory_reserved() > 0)
     )
     paddle.set_flags({ASYNC_ALLOCATOR_FLAG: True})
     os.environ[ASYNC_ALLOCATOR_FLAG] = "true"
@@ -150,9 +150,7 @@ class PaddleGroup(Group):
         self._store = core.TCPStore("127.0.0.1", _free_port(), True, 1, 30)
         gid = collective._new_ring_id()
         self.dist_name = f"fd_conformance_{name}_{gid}"
-        self._pg: Any = collective._new_process_group_impl(
-            backend, self._store, 0, 1, self.dist_name, None, group_id=gid
-        )
+        self._pg: Any = collective._new_process_group_impl(backend, self._store, 0, 1, self.dist_name, None, group_id=gid)
         self.dist_group: Any = PaddleDistGroup(0, gid, [0], pg=self._pg, name=self.dist_name)
         collective._get_group_map_by_name()[self.dist_name] = self.dist_group
         collective._get_group_map()[gid] = self.dist_group
@@ -234,12 +232,14 @@ class PaddleRuntime(Runtime):
         self._pool_ids: dict[str, Any] = {}  # owner -> CUDA graph memory pool id
         paddle.set_device("gpu:0" if device == "cuda" else "cpu")
         paddle.disable_static()
-        self.host = HostEmulation(HostTensorOps(
-            is_tensor=lambda value: isinstance(value, paddle.Tensor),
-            nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
-            copy_into=self.copy_into,
-            run=_run_no_grad,
-        ))
+        self.host = HostEmulation(
+            HostTensorOps(
+                is_tensor=lambda value: isinstance(value, paddle.Tensor),
+                nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
+                copy_into=self.copy_into,
+                run=_run_no_grad,
+            )
+        )
         if device != "cuda":
             self._ledger = self.host.ledger  # Paddle's GPU allocator counts our allocations by itself
 
@@ -318,8 +318,7 @@ class PaddleRuntime(Runtime):
         shape = list(value.shape) if hasattr(value, "shape") else list(_nested_shape(value))
         if shape != list(like.shape):
             raise UsageError(
-                f"restore of parameter {name or '<unnamed>'}: value shape {tuple(shape)} "
-                f"!= parameter shape {tuple(like.shape)}",
+                f"restore of parameter {name or '<unnamed>'}: value shape {tuple(shape)} != parameter shape {tuple(like.shape)}",
                 "load a weight set built for this model config",
             )
         with paddle.no_grad():

@@ -114,12 +114,14 @@ class TorchRuntime(Runtime):
     def __init__(self, device: str) -> None:
         super().__init__(device)
         self.torch_device = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
-        self.host = HostEmulation(HostTensorOps(
-            is_tensor=lambda value: isinstance(value, torch.Tensor),
-            nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
-            copy_into=self.copy_into,
-            run=_run_no_grad,
-        ))
+        self.host = HostEmulation(
+            HostTensorOps(
+                is_tensor=lambda value: isinstance(value, torch.Tensor),
+                nbytes=lambda tensor: 0 if self.is_released(tensor) else _nbytes(tensor),
+                copy_into=self.copy_into,
+                run=_run_no_grad,
+            )
+        )
         if device != "cuda":
             self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
         self._groups: list[TorchGroup] = []
@@ -245,9 +247,7 @@ class TorchRuntime(Runtime):
         kwargs: dict[str, Any] = {}
         if self.device == "cuda":
             kwargs["device_id"] = self.torch_device  # eager NCCL init: no lazy init during capture
-        dist.init_process_group(
-            self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs
-        )
+        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs)
         self._owns_default_group = True
 
     def new_group(self, name: str = "tp") -> Group:

@@ -48,7 +48,7 @@ def grows(held: list[int], resolution: int) -> bool:
     allocates the same bytes each cycle after empty_cache(), so steady growth is the signature."""
     if len(held) < 2:
         return False
-    deltas = [b - a for a, b in zip(held, held[1:])]
+    deltas = [b - a for a, b in zip(held, held[1:], strict=False)]
     return held[-1] - held[0] >= resolution or (len(deltas) >= 2 and all(d > 0 for d in deltas))
 
 
@@ -113,7 +113,9 @@ def require_clear_methods(subject: Any) -> None:
 
     for role, model in models_of(subject):
         if resolve_clear_method(model) is None:
-            pytest.skip(f"{role} wrapper {type(model).__qualname__} has no working clear method; the protocol check reports it (FDC001)")
+            pytest.skip(
+                f"{role} wrapper {type(model).__qualname__} has no working clear method; the protocol check reports it (FDC001)"
+            )
 
 
 def graphs_on(subject: Any) -> None:
@@ -173,13 +175,20 @@ def compare_outputs(
     rtol, atol = float(tolerances.get("rtol", 1e-4)), float(tolerances.get("atol", 1e-4))
     for name in want:
         if name not in got:
-            findings.append(make_finding(code, f"{what}: output {name!r} missing", "return the same outputs as eager", Location(obj=name)))
+            findings.append(
+                make_finding(code, f"{what}: output {name!r} missing", "return the same outputs as eager", Location(obj=name))
+            )
             continue
         a = np.asarray(runtime.to_numpy(got[name]), dtype=np.float64)
         b = np.asarray(runtime.to_numpy(want[name]), dtype=np.float64)
         if a.shape != b.shape:
             findings.append(
-                make_finding(code, f"{what}: output {name!r} shape {a.shape} != eager {b.shape}", "slice padded graph outputs back to the real tokens", Location(obj=name))
+                make_finding(
+                    code,
+                    f"{what}: output {name!r} shape {a.shape} != eager {b.shape}",
+                    "slice padded graph outputs back to the real tokens",
+                    Location(obj=name),
+                )
             )
             continue
         if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=False):

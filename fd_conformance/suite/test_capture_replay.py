@@ -33,13 +33,19 @@ def test_capture_replay(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any
             try:
                 got = fd_subject.forward(inputs)
             except StaleGraphError as err:
-                fd_verdict.add(exception_finding("FDC301", err, f"replay at {num_tokens} tokens", "capture on the current weights"))
+                fd_verdict.add(
+                    exception_finding("FDC301", err, f"replay at {num_tokens} tokens", "capture on the current weights")
+                )
                 continue
             if len(replays) == before:
                 # Without a replay, "replay == eager" would be vacuously true: the case is broken.
-                pytest.fail(f"{fd_case.name}: forward at {num_tokens} tokens replayed no graph after capture_model()", pytrace=False)
+                pytest.fail(
+                    f"{fd_case.name}: forward at {num_tokens} tokens replayed no graph after capture_model()", pytrace=False
+                )
             want = fd_subject.eager_forward(inputs)
-            fd_verdict.extend(compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC301", f"replay at {num_tokens} tokens"))
+            fd_verdict.extend(
+                compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC301", f"replay at {num_tokens} tokens")
+            )
     finally:
         unsubscribe()
     fd_verdict.conclude()

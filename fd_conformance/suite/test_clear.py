@@ -22,8 +22,8 @@ from fd_conformance.suite._support import (
     guarded,
     memory_resolution,
     recorded,
-    require_clear_methods,
     recorder_findings,
+    require_clear_methods,
     settled_memory,
 )
 from fd_conformance.verdict import CheckVerdict

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.conformance("config")
 MAX_EXAMPLES = 200
 
 
-def test_config_postprocessor(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: str, fd_verdict: CheckVerdict) -> None:
+def test_config_postprocessor(
+    request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: str, fd_verdict: CheckVerdict
+) -> None:
     from fd_conformance.plugin import DEVICES_KEY
 
     # Device-independent, so checked once -- on the FIRST selected row, not a fixed "cpu": a GPU
@@ -35,13 +37,13 @@ def test_config_postprocessor(request: pytest.FixtureRequest, fd_case: ModelCase
     )
 
     try:
-        assert_postprocessor_preserves_invariants(
-            fd_case.config_postprocessor, fd_case.config_builder, max_examples=MAX_EXAMPLES
-        )
+        assert_postprocessor_preserves_invariants(fd_case.config_postprocessor, fd_case.config_builder, max_examples=MAX_EXAMPLES)
     except InvariantViolation as violation:
         add_violation(fd_case, fd_verdict, violation)
         if violation.error is not None:
-            pytest.fail(f"{fd_case.name}: config post-processor crashed on {violation.raw.describe()}: {violation.error!r}", pytrace=False)
+            pytest.fail(
+                f"{fd_case.name}: config post-processor crashed on {violation.raw.describe()}: {violation.error!r}", pytrace=False
+            )
     # Warnings (FDC406) never fail the check; they are reported with their own minimal config.
     warned = find_config_warnings(fd_case.config_postprocessor, fd_case.config_builder, max_examples=MAX_EXAMPLES)
     if warned is not None:
@@ -55,4 +57,6 @@ def add_violation(case: ModelCase, verdict: CheckVerdict, violation: Any) -> Non
 
     where = Location(obj=f"{case.name}: {violation.raw.describe()}")
     for finding in violation.findings:
-        verdict.add(make_finding(finding.code, f"{finding.message} (minimal config: {violation.raw.describe()})", finding.hint, where))
+        verdict.add(
+            make_finding(finding.code, f"{finding.message} (minimal config: {violation.raw.describe()})", finding.hint, where)
+        )

@@ -29,7 +29,11 @@ def test_protocol(fd_subject: Any, fd_verdict: CheckVerdict) -> None:
             with legacy_alias(cls):
                 canonical = getattr(model, CANONICAL, None)
                 legacy = getattr(model, LEGACY, None)
-                same = canonical is not None and legacy is not None and getattr(canonical, "__func__", canonical) is getattr(legacy, "__func__", legacy)
+                same = (
+                    canonical is not None
+                    and legacy is not None
+                    and getattr(canonical, "__func__", canonical) is getattr(legacy, "__func__", legacy)
+                )
         if not same:
             fd_verdict.add(
                 make_finding(

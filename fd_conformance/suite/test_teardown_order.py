@@ -69,7 +69,9 @@ def require_graphs_for_flags(case: ModelCase, subject: Any, use_cudagraph: bool,
     # graphs held by neither alone (a runner-owned step graph) count for either flag.
     owned = graphs_by_model(subject)
     has = {role: bool(owned[role] or owned["unattributed"]) for role in ("main", "draft")}
-    flagged = [owner for owner, on in (("main", use_cudagraph), ("draft", draft_model_use_cudagraph and subject.draft is not None)) if on]
+    flagged = [
+        owner for owner, on in (("main", use_cudagraph), ("draft", draft_model_use_cudagraph and subject.draft is not None)) if on
+    ]
     empty = [owner for owner in flagged if not has[owner]]
     if empty:
         pytest.fail(

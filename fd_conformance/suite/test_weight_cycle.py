@@ -29,9 +29,7 @@ pytestmark = pytest.mark.conformance("weight_cycle")
 STALE_HINT = "capture again after update_parameters(): reloaded weights live at new addresses"
 
 
-def test_weight_cycle(
-    fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, fd_verdict: CheckVerdict, fd_cycles: int
-) -> None:
+def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, fd_verdict: CheckVerdict, fd_cycles: int) -> None:
     require_clear_methods(fd_subject)
     graphs_on(fd_subject)
     runner = fd_subject.runner
@@ -61,7 +59,9 @@ def test_weight_cycle(
                     fd_verdict.add(exception_finding("FDC304", err, during, STALE_HINT))
                     break
                 want = fd_subject.eager_forward(inputs[size])
-                fd_verdict.extend(compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC304", f"cycle {cycle}, {size} tokens"))
+                fd_verdict.extend(
+                    compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC304", f"cycle {cycle}, {size} tokens")
+                )
             seen = set(fd_verdict.error_codes)
             # Only stale replays are this check's; teardown order is C3's (one defect, one check).
             fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC204" and f.code not in seen)

@@ -149,20 +149,55 @@ def torch_cases() -> list[ModelCase]:
     )
     return [
         glm4,
-        dataclasses.replace(case("torch-glm4-moe-mtp", torch_glm4_moe_mtp, draft, description="GLM4-MoE + MTP draft (draft sizes 2, 1)"), **CONFIG),
-        dataclasses.replace(case("torch-qwen3-vl", torch_qwen3_vl, mm, description="Qwen3-VL (eager vision, graphed text decoder, deepstack)"), **CONFIG),
+        dataclasses.replace(
+            case("torch-glm4-moe-mtp", torch_glm4_moe_mtp, draft, description="GLM4-MoE + MTP draft (draft sizes 2, 1)"), **CONFIG
+        ),
+        dataclasses.replace(
+            case("torch-qwen3-vl", torch_qwen3_vl, mm, description="Qwen3-VL (eager vision, graphed text decoder, deepstack)"),
+            **CONFIG,
+        ),
         case("mutant-qwen3-vl-without-clear", mutant_qwen3_vl_without_clear, mm, ("FDC001",), "Qwen3-VL wrapper lacks clear"),
-        case("mutant-glm4-moe-legacy-spelling", mutant_glm4_moe_legacy_spelling, moe, ("FDC002",), "legacy clear_grpah_opt_backend only"),
+        case(
+            "mutant-glm4-moe-legacy-spelling",
+            mutant_glm4_moe_legacy_spelling,
+            moe,
+            ("FDC002",),
+            "legacy clear_grpah_opt_backend only",
+        ),
         case("mutant-draft-cleared-after-release", mutant_draft_cleared_after_release, draft, ("FDC201",), "MTP hang order"),
-        case("mutant-draft-guarded-by-main-flag", mutant_draft_guarded_by_main_flag, draft, ("FDC201", "FDC202", "FDC203"), "draft clear under main flag (main graphs off)"),
-        case("mutant-group-shutdown-first", mutant_group_shutdown_first, draft, ("FDC202",), "group shut down before graphs cleared"),
-        case("mutant-update-without-recapture", mutant_update_without_recapture, draft, ("FDC204", "FDC304"), "stale graphs after reload"),
+        case(
+            "mutant-draft-guarded-by-main-flag",
+            mutant_draft_guarded_by_main_flag,
+            draft,
+            ("FDC201", "FDC202", "FDC203"),
+            "draft clear under main flag (main graphs off)",
+        ),
+        case(
+            "mutant-group-shutdown-first",
+            mutant_group_shutdown_first,
+            draft,
+            ("FDC202",),
+            "group shut down before graphs cleared",
+        ),
+        case(
+            "mutant-update-without-recapture",
+            mutant_update_without_recapture,
+            draft,
+            ("FDC204", "FDC304"),
+            "stale graphs after reload",
+        ),
         case("mutant-retain-old-weights", mutant_retain_old_weights, draft, ("FDC305",), "old weights kept each cycle"),
         case("mutant-leaky-clear", mutant_leaky_clear, moe, ("FDC302",), "output buffers survive clear"),
         case("mutant-forgetful-clear", mutant_forgetful_clear, moe, ("FDC203", "FDC201", "FDC202"), "clear skips a capture size"),
         case("mutant-baked-token-ids", mutant_baked_token_ids, moe, ("FDC301", "FDC304"), "capture-time token ids baked in"),
         case("mutant-flag-gated-clear", mutant_flag_gated_clear, moe, ("FDC203",), "clear skipped while the graph flag is off"),
-        case("mutant-clear-raises-before-capture", mutant_clear_raises_before_capture, moe, ("FDC303",), "FastDeploy's AttributeError"),
+        case(
+            "mutant-clear-raises-before-capture",
+            mutant_clear_raises_before_capture,
+            moe,
+            ("FDC303",),
+            "FastDeploy's AttributeError",
+        ),
         *config_mutant_cases(glm4),
     ]
 
@@ -233,10 +268,24 @@ def paddle_cases() -> list[ModelCase]:
         return ModelCase(name, "paddle", factory, PADDLE_SIZES, mtp, frozenset(codes), factory.__doc__ or "")
 
     return [
-        ModelCase("paddle-glm4-moe-mtp", "paddle", paddle_glm4_moe_mtp, PADDLE_SIZES,
-                  mtp, description="tiny Paddle GLM4-MoE + GLM4 MTP draft", **CONFIG),
-        ModelCase("paddle-qwen3-vl", "paddle", paddle_qwen3_vl, PADDLE_SIZES,
-                  frozenset({"multimodal"}), description="tiny Paddle Qwen3-VL with deepstack", **CONFIG),
+        ModelCase(
+            "paddle-glm4-moe-mtp",
+            "paddle",
+            paddle_glm4_moe_mtp,
+            PADDLE_SIZES,
+            mtp,
+            description="tiny Paddle GLM4-MoE + GLM4 MTP draft",
+            **CONFIG,
+        ),
+        ModelCase(
+            "paddle-qwen3-vl",
+            "paddle",
+            paddle_qwen3_vl,
+            PADDLE_SIZES,
+            frozenset({"multimodal"}),
+            description="tiny Paddle Qwen3-VL with deepstack",
+            **CONFIG,
+        ),
         mutant("paddle-mutant-draft-cleared-after-release", paddle_mutant_draft_cleared_after_release, ("FDC201",)),
         mutant("paddle-mutant-group-shutdown-first", paddle_mutant_group_shutdown_first, ("FDC202",)),
         mutant("paddle-mutant-update-without-recapture", paddle_mutant_update_without_recapture, ("FDC204", "FDC304")),

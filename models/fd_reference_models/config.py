@@ -80,8 +80,9 @@ class FDConfig:
             SchedulerConfig(splitwise_role=raw.splitwise_role, max_num_seqs=raw.max_num_seqs),
             SpeculativeConfig(method=raw.speculative_method, num_speculative_tokens=raw.num_speculative_tokens),
             LoadConfig(dynamic_load_weight=raw.dynamic_load_weight),
-            ParallelConfig(tensor_parallel_size=raw.tensor_parallel_size,
-                           use_sequence_parallel_moe=raw.use_sequence_parallel_moe),
+            ParallelConfig(
+                tensor_parallel_size=raw.tensor_parallel_size, use_sequence_parallel_moe=raw.use_sequence_parallel_moe
+            ),
         )
 
 

@@ -68,7 +68,11 @@ class CallServer:
 
     def serve(self) -> None:
         self.channel.ready([])
-        handlers: dict[str, Callable[..., object]] = {messages.STOP: self.stop, messages.PROBE: self.probe, messages.CALL: self.call}
+        handlers: dict[str, Callable[..., object]] = {
+            messages.STOP: self.stop,
+            messages.PROBE: self.probe,
+            messages.CALL: self.call,
+        }
         while self.running:
             received = self.channel.recv()
             if received.name in handlers:

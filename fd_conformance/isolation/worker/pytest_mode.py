@@ -123,7 +123,11 @@ class WorkerSession:
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
         self.channel.ready(sorted(self.items))
         self.running = True
-        handlers: dict[str, Callable[..., object]] = {messages.STOP: self.stop, messages.PROBE: self.channel.answer_probe, messages.ITEM: self.run_item}
+        handlers: dict[str, Callable[..., object]] = {
+            messages.STOP: self.stop,
+            messages.PROBE: self.channel.answer_probe,
+            messages.ITEM: self.run_item,
+        }
         while self.running:
             messages.dispatch(self.channel.recv(), handlers)
         try:  # session-scoped fixtures end with the session, as in a normal run

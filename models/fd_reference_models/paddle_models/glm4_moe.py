@@ -99,10 +99,7 @@ class Glm4MoeModel(CommGroupMixin, nn.Layer):
         text = config.text
         self.embed_tokens = nn.Embedding(text.vocab_size, text.hidden_size)
         self.layers = nn.LayerList(
-            [
-                DenseDecoderLayer(text) if i < config.first_k_dense else MoeDecoderLayer(config)
-                for i in range(text.num_layers)
-            ]
+            [DenseDecoderLayer(text) if i < config.first_k_dense else MoeDecoderLayer(config) for i in range(text.num_layers)]
         )
         self.norm = RMSNorm(text.hidden_size, text.rms_eps)
         self.set_comm_group(None)

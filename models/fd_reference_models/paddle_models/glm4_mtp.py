@@ -26,9 +26,7 @@ from fd_reference_models.paddle_models.layers import CommGroupMixin, RMSNorm, ne
 class Glm4MTPModel(CommGroupMixin, nn.Layer):
     """The inner (decorated) draft model."""
 
-    def __init__(
-        self, config: MoeConfig, runtime: Runtime, graph_config: GraphOptConfig, embed_tokens: nn.Embedding
-    ) -> None:
+    def __init__(self, config: MoeConfig, runtime: Runtime, graph_config: GraphOptConfig, embed_tokens: nn.Embedding) -> None:
         super().__init__()
         init_graph_opt(self, runtime, graph_config, "draft")
         text = config.text

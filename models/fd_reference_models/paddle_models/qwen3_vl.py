@@ -81,9 +81,7 @@ class VisionTower(nn.Layer):
         self.blocks = nn.LayerList([VisionBlock(vision) for _ in range(vision.num_blocks)])
         self.merger = PatchMerger(vision, config.text.hidden_size)
         self.deepstack_blocks = vision.deepstack_blocks
-        self.deepstack_mergers = nn.LayerList(
-            [PatchMerger(vision, config.text.hidden_size) for _ in vision.deepstack_blocks]
-        )
+        self.deepstack_mergers = nn.LayerList([PatchMerger(vision, config.text.hidden_size) for _ in vision.deepstack_blocks])
 
     def forward(self, pixel_patches: paddle.Tensor) -> tuple[paddle.Tensor, list[paddle.Tensor]]:
         x = pixel_patches @ self.patch_embed

@@ -68,7 +68,10 @@ class PaddleSubject:
 
 
 def _finish(
-    runtime: Runtime, wrapper: Any, draft: Any | None, multimodal: bool = False,
+    runtime: Runtime,
+    wrapper: Any,
+    draft: Any | None,
+    multimodal: bool = False,
     runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner,
 ) -> PaddleSubject:
     runner = runner_cls(runtime, wrapper, draft)
@@ -78,7 +81,9 @@ def _finish(
 
 
 def glm4_moe_subject(
-    runtime: Runtime, *, runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner,
+    runtime: Runtime,
+    *,
+    runner_cls: type[ReferenceModelRunner] = ReferenceModelRunner,
     wrapper_cls: type[Glm4MoeForCausalLM] = Glm4MoeForCausalLM,
 ) -> PaddleSubject:
     """GLM4-MoE with its MTP draft (the speculative-decoding setup of the MTP hang); ``runner_cls``

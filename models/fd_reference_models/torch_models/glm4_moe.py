@@ -173,7 +173,6 @@ class Glm4MoeCausalLMBody(nn.Module):
         return self.model.new_static_inputs(num_tokens)  # type: ignore[no-any-return]
 
 
-
 @graph_opt_model
 class Glm4MoeForCausalLM(Glm4MoeCausalLMBody):
     """Engine-facing wrapper (not graph-decorated): inner model + lm_head."""

@@ -32,9 +32,7 @@ from fd_reference_models.torch_models.glm4_moe import Glm4MoeCausalLMBody, make_
 class Glm4MTPModel(CommGroupMixin, nn.Module):
     """Inner draft model (graph-optimised, owner "draft")."""
 
-    def __init__(
-        self, config: Any, embed_tokens: nn.Embedding, runtime: Runtime, graph_opt_config: GraphOptConfig
-    ) -> None:
+    def __init__(self, config: Any, embed_tokens: nn.Embedding, runtime: Runtime, graph_opt_config: GraphOptConfig) -> None:
         super().__init__()
         from transformers.models.glm4_moe.modeling_glm4_moe import (
             Glm4MoeDecoderLayer,
@@ -111,5 +109,3 @@ class Glm4MTPForCausalLM(nn.Module):
     def clear_graph_opt_backend(self) -> None:
         """Destroy the draft's graphs (the Ernie MTP draft in FastDeploy still lacks this)."""
         self.model.clear_graph_opt_backend()
-
-

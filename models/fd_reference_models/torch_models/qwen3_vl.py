@@ -77,7 +77,9 @@ def pixel_patch_dim(config: Any) -> int:
     return int(vision.in_channels * vision.temporal_patch_size * vision.patch_size**2)
 
 
-def vision_features(visual: nn.Module, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def vision_features(
+    visual: nn.Module, pixel_values: torch.Tensor, grid_thw: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(merged image embeddings, deepstack features) across transformers 5.x return conventions."""
     out = visual(pixel_values, grid_thw=grid_thw)
     if isinstance(out, tuple):  # older releases: (merged, deepstack list)
@@ -171,7 +173,6 @@ class Qwen3VLForConditionalGenerationBody(nn.Module):
             "input_ids": torch.zeros(num_tokens, dtype=torch.long, device=device),
             "positions": torch.arange(num_tokens, device=device)[:, None].expand(num_tokens, 3).contiguous(),
         }
-
 
 
 @graph_opt_model

@@ -91,7 +91,9 @@ def check_divisible(config: Any, world_size: int) -> None:
             raise UsageError(f"{what}={value} does not divide by TP size {world_size}", "pick a TP size dividing it")
 
 
-def shard_module_in_place(module: nn.Module, rank: int, world_size: int, skip: set[int] | None = None) -> dict[str, tuple[int, ...]]:
+def shard_module_in_place(
+    module: nn.Module, rank: int, world_size: int, skip: set[int] | None = None
+) -> dict[str, tuple[int, ...]]:
     """Replace every parallel parameter's data by this rank's shard (construction time: no events).
 
     Returns the FULL shapes by name, so full-size weight sets can be built and sharded later.
@@ -190,7 +192,9 @@ class TensorParallelSubject(TorchSubject):
         if self.draft is not None:
             full_shapes.update({f"draft.{name}": shape for name, shape in self.draft.full_shapes.items()})
         dtype = self.wrapper.lm_head.weight.dtype
-        templates = [(name, torch.empty(full_shapes[name], dtype=dtype, device="meta")) for name, _ in self.runner.named_parameters()]
+        templates = [
+            (name, torch.empty(full_shapes[name], dtype=dtype, device="meta")) for name, _ in self.runner.named_parameters()
+        ]
         full = seeded_weights(templates, seed + 1000)
         return {name: shard(value, sharding_of(name), self.tp_rank, self.tp_size) for name, value in full.items()}
 
