@@ -2,7 +2,7 @@
 
 The command line lives here only (argparse nowhere else in the kit's own commands).
 
-One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.changed`, :mod:`.fastdeploy`), each
+One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.report`, :mod:`.changed`, :mod:`.fastdeploy`), each
 adding its subparser and a ``func`` (args -> exit code) over the package that does the work; none
 of them imports a framework at module import time, so ``fd-conformance --help`` stays fast.
 """
@@ -17,9 +17,9 @@ from fd_conformance import __version__
 from fd_conformance.cli import changed as changed_cli
 from fd_conformance.cli import fastdeploy as fastdeploy_cli
 from fd_conformance.cli import lint as lint_cli
+from fd_conformance.cli import report as report_cli
 from fd_conformance.cli import run as run_cli
 from fd_conformance.errors import EXIT_SIGINT, UsageError
-from fd_conformance.isolation import results as isolation_results
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lint_cli.add_cli(sub)  # `lint PATH`: static graph-lifecycle checks
     run_cli.add_cli(sub)  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
-    isolation_results.add_cli(sub)  # `report FILE`: matrix from a --fd-results log
+    report_cli.add_cli(sub)  # `report FILE`: matrix from a results JSONL
     changed_cli.add_cli(sub)  # `changed --base REV`: model cases a git change can affect
     fastdeploy_cli.add_cli(sub)  # `fastdeploy PATH`: the real engine on CPU
     return parser

@@ -8,7 +8,6 @@ rebuilds the matrix from whatever survived.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -286,28 +285,3 @@ def latest_by_nodeid(records: Iterable[ResultRecord]) -> dict[str, ResultRecord]
     for record in records:
         latest[record["nodeid"]] = record
     return latest
-
-
-REPORT_HELP = (
-    "rebuild the matrix and verdicts from a results JSONL (OUT/results.jsonl of `run`, or pytest --fd-results); "
-    "exit 0 all certified, 1 anything not certified, 3 an incomplete or unreadable file"
-)
-REPORT_FILE_HELP = "the JSONL file: OUT/results.jsonl written by `fd-conformance run`, or pytest --fd-results FILE"
-REPORT_OUT_HELP = "also write conformance.json and certificate.md (marked INTERRUPTED when incomplete) into DIR"
-QUIET_HELP = "print only the verdict line"
-
-
-def _run_report(args: argparse.Namespace) -> int:
-    from fd_conformance.report import report_results_file  # the matrix and verdicts, shared with `run`
-
-    parsed = load_results_file(args.file)
-    return report_results_file(parsed, Path(args.out) if args.out else None, quiet=args.quiet)
-
-
-def add_cli(subparsers: Any) -> None:
-    """Register ``fd-conformance report FILE`` (called from fd_conformance.cli.build_parser)."""
-    parser = subparsers.add_parser("report", help=REPORT_HELP, description=REPORT_HELP)
-    parser.add_argument("file", metavar="FILE", help=REPORT_FILE_HELP)
-    parser.add_argument("--out", default=None, metavar="DIR", help=REPORT_OUT_HELP)
-    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
-    parser.set_defaults(func=_run_report)
