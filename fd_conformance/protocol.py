@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 
 from typing_extensions import TypeIs
 
@@ -506,6 +506,14 @@ def graph_opt_model(cls: _T) -> _T:
 
 
 # --------------------------------------------------------------------------- supports_graph_opt
+@overload
+def supports_graph_opt(obj: type[object]) -> TypeIs[type[GraphOptModel]]: ...
+
+
+@overload
+def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel]: ...
+
+
 def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel]]:
     """Whether ``obj`` (instance or class) can be cleared through ``clear_graph_opt_backend()``.
 
