@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import fd_conformance.lint
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import UsageError, validate_int
 from fd_conformance.lint import fix_paths, lint_paths, load_config, render, require_exists
 from fd_conformance.lint.pool import MIN_PARALLEL_FILES
 
@@ -58,12 +58,9 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _jobs_value(text: str) -> int:
     """argparse type for --jobs: a count >= 0, with an error that says how to fix it."""
     try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 0 (0 = one per CPU), got {text!r}")
-    return value
+        return validate_int(text, "--jobs", minimum=0)
+    except UsageError as err:  # argparse prints its own usage line around the problem
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 0 (0 = one per CPU): {err.problem}") from None
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ from fd_conformance.errors import (
     EXIT_USAGE,
     EXIT_VIOLATIONS,
     UsageError,
+    validate_int,
 )
 
 # The imports inside functions below are for speed, not to break a circle: cli/__init__ loads this
@@ -100,12 +101,9 @@ def positive_int(option: str, minimum: int) -> Any:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{option} {text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{option} {value} is below {minimum}")
-        return value
+            return validate_int(text, option, minimum=minimum)
+        except UsageError as err:  # argparse prints its own usage line around the problem
+            raise argparse.ArgumentTypeError(err.problem) from None
 
     return parse
 
