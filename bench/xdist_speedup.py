@@ -1,6 +1,6 @@
 """xdist speed-up on GPUs: wall time of the single-GPU conformance suites with 1 vs 2 xdist workers.
 
-Each worker gets its own GPU from the plugin (fd_conformance/xdist_gpus.py), so with 2 GPUs the
+Each worker gets its own GPU from the plugin (fd_conformance/plugin/gpus.py, assigned in plugin/xdist.py), so with 2 GPUs the
 two sessions differ only in parallelism. Both are fresh ``python -m pytest`` processes running
 ``--pyargs fd_conformance.suite -m gpu`` (plus any extra pytest arguments after ``--``); the best of
 --repeat runs is kept. Prints the figures and the speed-up; asserts nothing. Needs >= 2 visible

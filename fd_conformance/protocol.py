@@ -39,6 +39,7 @@ from typing_extensions import TypeIs
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Finding, Location, Severity, make_finding
 from fd_conformance.spelling import CANONICAL, LEGACY, SPELLINGS, edit_distance, near_miss
+from fd_conformance.spelling import NEAR_MISS_MAX_DISTANCE as NEAR_MISS_MAX_DISTANCE  # re-exported: its old home
 
 _T = TypeVar("_T", bound=type)
 

@@ -60,6 +60,14 @@ def test_every_hang_class_is_killed_with_evidence(runner: IsolatedRunner, kind: 
     assert after.outcome == "passed" and after.run.pid != outcome.run.pid
 
 
+def test_malformed_worker_message_is_that_checks_crash_and_the_next_check_runs(runner: IsolatedRunner) -> None:
+    outcome = runner.call("hang_cases.hangs:sends_a_malformed_message", timeout=HANG_TIMEOUT_S)
+    assert outcome.outcome == "crash", outcome.run.describe()
+    assert "worker protocol error: unknown worker message 'no-such-message'" in outcome.run.cause
+    after = runner.call("hang_cases.hangs:passes", 1, timeout=30)
+    assert after.outcome == "passed" and after.run.pid != outcome.run.pid
+
+
 def test_deadlock_stacks_show_both_threads(runner: IsolatedRunner) -> None:
     outcome = runner.call("hang_cases.hangs:thread_deadlock", timeout=HANG_TIMEOUT_S)
     assert outcome.run.python_stacks.count("in take") == 2
@@ -407,9 +415,9 @@ def test_worker_messages_are_named_and_checked_at_the_sender() -> None:
 
     sent = messages.message(messages.ITEM, nodeid="t.py::a", next_nodeid=None)
     assert messages.dispatch(sent, {messages.ITEM: lambda nodeid, next_nodeid: (nodeid, next_nodeid)}) == ("t.py::a", None)
-    with pytest.raises(messages.ProtocolError, match="unknown"):
+    with pytest.raises(messages.WorkerProtocolError, match="unknown"):
         messages.message(messages.ITEM, nodeid="t.py::a", next_nodeid=None, extra=1)
-    with pytest.raises(messages.ProtocolError, match="missing"):
+    with pytest.raises(messages.WorkerProtocolError, match="missing"):
         messages.message(messages.DONE)
-    with pytest.raises(messages.ProtocolError, match="unexpected"):
+    with pytest.raises(messages.WorkerProtocolError, match="unexpected"):
         messages.dispatch(sent, {messages.STOP: lambda: None})

@@ -10,12 +10,15 @@ changed files to cases. The selection file it writes is read back by
 
 from __future__ import annotations
 
+from fd_conformance.cases.selection import apply_selection, read_selection  # where they lived before cases/
 from fd_conformance.changed.git import changed_files, check_work_tree
 from fd_conformance.changed.imports import ImportGraph, build_import_graph
 from fd_conformance.changed.select import DEFAULT_ALL_IF, Selection, select_changed
 
 __all__ = [
     "DEFAULT_ALL_IF",
+    "apply_selection",
+    "read_selection",
     "ImportGraph",
     "Selection",
     "build_import_graph",

@@ -60,7 +60,8 @@ def _jobs_value(text: str) -> int:
     try:
         return validate_int(text, "--jobs", minimum=0)
     except UsageError as err:  # argparse prints its own usage line around the problem
-        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 0 (0 = one per CPU): {err.problem}") from None
+        # The message predates the shared validator and users' scripts may match it: kept verbatim.
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number >= 0 (0 = one per CPU), got {text!r}") from err
 
 
 def run_cli(args: argparse.Namespace) -> int:

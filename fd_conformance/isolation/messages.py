@@ -44,7 +44,7 @@ ALL_FILES = "<all>"  # a COLLECT ``paths`` entry: every file the parent's argume
 WORKER_ENV = "FD_CONFORMANCE_ISOLATION_WORKER"  # "1" in workers: their plugin must not isolate again
 
 
-class ProtocolError(RuntimeError):
+class WorkerProtocolError(RuntimeError):
     """A message the table does not allow: a bug in the kit, never the checked code's fault."""
 
 
@@ -64,11 +64,11 @@ class Receiver(Protocol):
 def message(name: str, **fields: Any) -> Message:
     """A checked message: ``name`` is in :data:`FIELDS` and ``fields`` are exactly its fields."""
     if name not in FIELDS:
-        raise ProtocolError(f"unknown worker message {name!r}")
+        raise WorkerProtocolError(f"unknown worker message {name!r}")
     required, optional = FIELDS[name]
     missing, unknown = required - fields.keys(), fields.keys() - required - optional
     if missing or unknown:
-        raise ProtocolError(f"worker message {name!r}: missing {sorted(missing)}, unknown {sorted(unknown)}")
+        raise WorkerProtocolError(f"worker message {name!r}: missing {sorted(missing)}, unknown {sorted(unknown)}")
     return Message(name, fields)
 
 
@@ -80,7 +80,7 @@ def receive(conn: Receiver) -> Message:
     """The next message, checked like a sent one (the peer may be an older or broken process)."""
     raw = conn.recv()
     if not (isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[0], str) and isinstance(raw[1], dict)):
-        raise ProtocolError(f"not a worker message: {raw!r:.200}")
+        raise WorkerProtocolError(f"not a worker message: {raw!r:.200}")
     return message(raw[0], **raw[1])
 
 
@@ -88,5 +88,5 @@ def dispatch(received: Message, handlers: Mapping[str, Callable[..., object]]) -
     """Call the handler named by the message with its fields as keywords."""
     handler = handlers.get(received.name)
     if handler is None:
-        raise ProtocolError(f"unexpected worker message {received.name!r} (expected one of {sorted(handlers)})")
+        raise WorkerProtocolError(f"unexpected worker message {received.name!r} (expected one of {sorted(handlers)})")
     return handler(**received.fields)

@@ -180,7 +180,7 @@ class WorkerProcess:
         if self.conn in ready:
             try:
                 received = messages.receive(self.conn)
-            except (EOFError, OSError):
+            except (EOFError, OSError, messages.WorkerProtocolError):  # not a ready: the start failed
                 received = None
         if received is None or received.name != messages.READY:
             why = "did not start in time" if not ready else crash_cause(self.process.exitcode)
@@ -241,6 +241,11 @@ class WorkerProcess:
                     received = messages.receive(self.conn)
                 except (EOFError, OSError):
                     return self._crashed(result, started)
+                except messages.WorkerProtocolError as err:  # a broken worker: this check's crash, not the session's
+                    self.kill()
+                    crashed = self._crashed(result, started)
+                    crashed.cause = f"worker protocol error: {err}"
+                    return crashed
                 if received.name == messages.DONE:
                     return self._done(result, started, received.fields)
                 if received.name in progress:  # anything else is a stray message: ignored
@@ -295,7 +300,7 @@ class WorkerProcess:
                 received = messages.receive(self.conn)
                 if received.name in handlers:
                     messages.dispatch(received, handlers)
-        except (EOFError, OSError):
+        except (EOFError, OSError, messages.WorkerProtocolError):  # evidence is best effort
             pass
 
     def _crashed(self, result: RunResult, started: float) -> RunResult:

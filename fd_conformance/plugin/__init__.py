@@ -4,7 +4,8 @@ Loading it must cost nothing when unused: no framework (or numpy) import at modu
 runtimes and reports are imported only when a session actually uses them.
 
   options     option names, help, defaults and validation
-  items       an item's case, matrix column and matrix keys (shared with the isolation parent)
+  (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, shared with the
+  isolation parent, sits below this package)
   collection  the session's cases, parametrized per device; skips decided at collection
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
   matrix      matrix keys on the deciding report, ConformanceSession, the reports

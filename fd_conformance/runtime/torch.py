@@ -259,7 +259,7 @@ class TorchRuntime(Runtime):
         """
         self._ensure_default_group()
         # Every rank of the world: a one-rank world we made ourselves, or a multi-rank world a
-        # launcher (fd_conformance.runtime.torch_distributed) joined before building us. new_group
+        # launcher (fd_conformance.distributed.world) joined before building us. new_group
         # is collective over the world, so every rank builds its groups in the same order.
         handle = dist.new_group(ranks=list(range(dist.get_world_size())), backend=self._backend(), timeout=GROUP_TIMEOUT)
         group = TorchGroup(name, handle, self._backend())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 
 from fd_conformance.isolation import mark
 
@@ -149,3 +150,13 @@ def use_torch(cuda: bool = False) -> bool:
     if cuda:
         torch.ones(1, device="cuda").add_(1)
     return bool(torch.cuda.is_initialized())
+
+
+def sends_a_malformed_message() -> None:
+    """A worker gone wrong (or of another kit version): it sends what the protocol table does not
+    allow, then waits. The parent must report this check as a crash, not die with the session."""
+    from fd_conformance.isolation.worker import channel
+
+    assert channel._channel is not None
+    channel._channel.conn.send(("no-such-message", {}))
+    time.sleep(60)

@@ -129,7 +129,11 @@ class WorkerSession:
             messages.ITEM: self.run_item,
         }
         while self.running:
-            messages.dispatch(self.channel.recv(), handlers)
+            received = self.channel.recv()
+            if received.name in handlers:
+                messages.dispatch(received, handlers)
+            else:  # answered, as the call worker does, so the parent reports it instead of waiting
+                self.channel.send(messages.DONE, outcome="failed", details=f"pytest worker got {received.name!r}")
         try:  # session-scoped fixtures end with the session, as in a normal run
             session._setupstate.teardown_exact(None)
         except Exception:  # noqa: BLE001 - teardown errors of the last item were reported already
