@@ -79,23 +79,25 @@ def test_ci_workflow_runs_the_ci_entry_point() -> None:
     assert any("bash .ci/run" in r for r in runs)
 
 
-def test_workflows_match_githubs_schema() -> None:
-    """Structure checks above are ours; this is GitHub's own workflow schema, as check-jsonschema
-    ships it (SchemaStore's github-workflow.json): a misspelt key or a wrong type fails here, not
-    on the first push."""
+def check_workflows(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema against GitHub's own workflow schema (SchemaStore's github-workflow.json,
+    vendored by check-jsonschema)."""
     exe = shutil.which("check-jsonschema")
     assert exe, "check-jsonschema is not installed: pip install -e '.[dev]'"
-    proc = subprocess.run(
-        [exe, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], capture_output=True, text=True
-    )
+    argv = [exe, "--builtin-schema", "vendor.github-workflows", *map(str, paths)]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def test_workflows_match_githubs_schema() -> None:
+    """Structure checks above are ours; this is GitHub's schema: a misspelt key or a wrong type
+    fails here, not on the first push."""
+    proc = check_workflows(*WORKFLOWS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
     """The check above can fail: a job with a misspelt runs-on key is rejected."""
-    exe = shutil.which("check-jsonschema")
-    assert exe, "check-jsonschema is not installed: pip install -e '.[dev]'"
     broken = tmp_path / "broken.yml"
     broken.write_text("name: x\non: push\njobs:\n  a:\n    run-on: ubuntu-latest\n    steps:\n      - run: echo\n")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True, text=True)
+    proc = check_workflows(broken)
     assert proc.returncode == 1, proc.stdout + proc.stderr
