@@ -30,6 +30,14 @@ step kit-gpu-tests 200 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs
 # 2. the main job on real graphs (default -n auto: workers share the GPU): all reference models certified
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
+cp /tmp/fdc-run-cuda/results.jsonl "$OUT/results-cuda.jsonl" 2>/dev/null  # per-check start/end/worker: the timeline
+# 2b. where a worker's first model check spends its imports on this image (cumulative microseconds)
+import_profile() {
+  $PY -X importtime -c "import torch; from transformers import Glm4MoeModel, Qwen3VLModel" 2>"$OUT/importtime.txt"
+  sort -t'|' -k2 -n -r "$OUT/importtime.txt" | head -45
+}
+export -f import_profile; export PY OUT
+step import-profile 60 bash -c import_profile
 # 3. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 4. the main job with every bundled mutant at -n 8 (serial is xdist-verdicts' reference)
@@ -53,6 +61,6 @@ inprocess_stacks() {
   sleep 40; for pid in $(pgrep -f "fd-isolate=off"); do echo "== $pid"; py-spy dump --pid "$pid" 2>&1 | head -60; done
   wait; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUT/inprocess.log" | tail -15
 }
-export -f inprocess_stacks; export PY OUT
+export -f inprocess_stacks
 step inprocess-stacks 70 bash -c inprocess_stacks
 exit 0
