@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 
+from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.devices import visible_gpu_count
 
 RESULT_LINE = re.compile(r"\b(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
@@ -71,7 +72,7 @@ def session(device: str, case: str, extra: list[str]) -> tuple[dict[str, float |
     collection; collected -> first result is the isolation worker's start plus the first check."""
     with tempfile.TemporaryDirectory(prefix="fdc-first-") as out:
         # --fd-device: only this device's rows exist, so C6 runs on this row (as in `run --device`)
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-v", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-v", "-p", "no:cacheprovider", *NO_HYPOTHESIS_PLUGIN,
                f"--fd-report={out}", f"--fd-device={device}", "-k", case, *extra]  # fmt: skip
         if device == "cuda":
             cmd += ["-m", "gpu"]

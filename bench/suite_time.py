@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.devices import visible_gpu_count
 
 
@@ -30,7 +31,7 @@ def run_suite(device: str, args: argparse.Namespace, workers: int = 0) -> tuple[
     # the first device row, was skipped on the cuda rows and the config mutants counted as missed.
     with tempfile.TemporaryDirectory(prefix="fdc-bench-") as out:
         cmd = [
-            sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider",
+            sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider", *NO_HYPOTHESIS_PLUGIN,
             f"--fd-report={out}", f"--fd-cycles={args.cycles}", f"--fd-isolate={args.isolate}", f"--fd-device={device}",
         ]  # fmt: skip
         if device == "cuda":

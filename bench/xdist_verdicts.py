@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.report import verdicts_of
 
 
 def session(device: str, workers: int, args: argparse.Namespace) -> tuple[float, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="fdc-xdist-") as out:
         cmd = [
-            sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider",
+            sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-q", "-p", "no:cacheprovider", *NO_HYPOTHESIS_PLUGIN,
             f"--fd-report={out}", f"--fd-cycles={args.cycles}", f"--fd-device={device}",
         ]  # fmt: skip
         cmd += [f"--fd-model={spec}" for spec in args.model]

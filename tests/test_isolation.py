@@ -128,11 +128,22 @@ def test_spare_starts_only_when_a_check_runs_long() -> None:
             lazy.call("hang_cases.hangs:passes", 1, timeout=30)
         assert lazy.spare is None and lazy.started_workers == 1
         hung = lazy.call("hang_cases.hangs:python_loop", timeout=HANG_TIMEOUT_S + 1)
-        assert lazy.spare is not None  # spawned 0.3 s into the hang
+        assert lazy.spare is not None  # spawned halfway to the hang's timeout
         spare_pid = lazy.spare.pid
         after = lazy.call("hang_cases.hangs:passes", 1, timeout=30)
         assert after.run.pid == spare_pid and hung.run.worker_spawned < after.run.worker_spawned < time.time()
         assert lazy.spare is not None and lazy.spare.pid != spare_pid  # kept warm after a loss
+
+
+def test_a_slow_healthy_check_starts_no_spare_until_halfway_to_its_timeout() -> None:
+    """A check past spare_after_s but far from its timeout (a worker's first model import: 15-20 s
+    on the H200, under a 300 s timeout) starts no spare; the same check halfway to a short timeout
+    does (the known-bad side: before, both started one at spare_after_s)."""
+    with IsolatedRunner(spares=1, spare_after_s=0.3) as lazy:
+        assert lazy.call("hang_cases.hangs:sleeps", 1.0, timeout=30).value == 1.0
+        assert lazy.spare is None and lazy.started_workers == 1
+        assert lazy.call("hang_cases.hangs:sleeps", 1.0, timeout=1.6).value == 1.0
+        assert lazy.spare is not None and lazy.started_workers == 2
 
 
 def test_without_spare_the_check_after_a_hang_waits_for_a_new_worker() -> None:
@@ -351,6 +362,44 @@ def test_pyargs_suite_from_another_directory_runs_in_the_worker(tmp_path: Path) 
     # the isolated one twice (parent, worker).
     assert sum(line.startswith("plain imported") for line in imports) == 1, imports
     assert sum(line.startswith("isolated imported") for line in imports) == 2, imports
+
+
+def test_worker_loads_the_parents_dash_p_plugins(tmp_path: Path) -> None:
+    """An isolated test sees the fixtures of the parent's ``-p`` plugins (and `fd-conformance run`'s
+    ``-p no:hypothesispytest`` holds in the worker): the option dict carries them, and pytest's
+    ``Config.fromdictargs`` loads ``option.plugins``. Without them: "fixture 'extra_value' not found"."""
+    site = tmp_path / "site"
+    (site / "fdc_plugin_suite").mkdir(parents=True)
+    (site / "fdc_plugin_suite" / "__init__.py").write_text("")
+    (site / "fdc_extra_plugin.py").write_text(
+        "import os, pytest\n\n@pytest.fixture\ndef extra_value():\n    return os.getpid()\n"
+    )
+    (site / "fdc_plugin_suite" / "test_uses_plugin.py").write_text(
+        "import os, pytest\n\n@pytest.mark.isolated\ndef test_in_worker(extra_value):\n"
+        "    assert extra_value == os.getpid() and os.environ.get('FD_CONFORMANCE_ISOLATION_WORKER') == '1'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), "FD_CONFORMANCE_GPU": "0"}
+    env.pop("FD_CONFORMANCE_ISOLATION_WORKER", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "fdc_plugin_suite",
+            "-p",
+            "fdc_extra_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_isolate_all_collects_the_parents_arguments_in_the_worker(tmp_path: Path) -> None:

@@ -235,6 +235,20 @@ def test_pytest_command_uses_equals_forms_and_absolute_file_specs(tmp_path: Path
     assert f"--fd-report={tmp_path}" in cmd and "--fd-include-mutants" in cmd and cmd[-2:] == ["-n", "2"]
 
 
+def test_pytest_command_drops_hypothesis_plugin_unless_asked_for(tmp_path: Path) -> None:
+    """Its terminal summary imported all of Hypothesis in every process of the session, one after
+    another at the end (0.5-0.9 s each); a user who passes a Hypothesis option keeps the plugin."""
+    from fd_conformance.cli import build_parser
+    from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN, pytest_command
+
+    def blocked(argv: list[str]) -> bool:
+        cmd = pytest_command(build_parser().parse_args(argv), tmp_path)
+        return any(cmd[i : i + 2] == list(NO_HYPOTHESIS_PLUGIN) for i in range(len(cmd)))
+
+    assert blocked(["run"])
+    assert not blocked(["run", "--", "--hypothesis-show-statistics"])
+
+
 # --- --cases-file, --device auto, usage errors checked before pytest starts -----------------------
 
 

@@ -95,6 +95,10 @@ KIT_INI = "[pytest]\n"
 LOG_TAIL_LINES = 15
 EMPTY_JUNIT = '<?xml version="1.0" encoding="utf-8"?>\n<testsuites><testsuite name="fd-conformance" tests="0" errors="0" failures="0" skipped="0" /></testsuites>\n'
 
+# The suite's sessions drop Hypothesis's pytest plugin (see pytest_command); the benches that time
+# a suite session pass the same, so they time what this command runs.
+NO_HYPOTHESIS_PLUGIN = ("-p", "no:hypothesispytest")
+
 
 def positive_int(option: str, minimum: int) -> Any:
     """argparse ``type=``: an integer >= ``minimum`` whose error names the option."""
@@ -150,6 +154,12 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
     # The suite ships no conftest.py, so --noconftest drops only foreign ones (the user's, or any
     # above the installed package) that could add fixtures, hooks or deselections to a certificate.
     cmd.append("--noconftest")
+    # The suite calls Hypothesis's find(), never @given, so Hypothesis's pytest plugin adds
+    # nothing but its terminal summary, which imports all of Hypothesis (0.5-0.9 s, rewritten by
+    # pytest's assertion hook) in every process of the session -- controller, each xdist worker,
+    # each isolation worker -- one after another at the end. Kept when the user asks for it.
+    if not any("hypothesis" in arg for arg in args.pytest_args):
+        cmd += list(NO_HYPOTHESIS_PLUGIN)
     cmd += [f"--fd-model={absolute_spec(spec)}" for spec in args.model]
     cmd += [f"--fd-runtime={args.runtime}", f"--fd-cycles={args.cycles}", f"--fd-report={out}", f"--junitxml={out / 'junit.xml'}"]
     # Always a results log: progress reads it live, an interruption is rebuilt from it, and

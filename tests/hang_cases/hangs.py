@@ -90,6 +90,12 @@ def passes(x: int = 1) -> int:
     return x + 1
 
 
+def sleeps(seconds: float) -> float:
+    """A slow but healthy check (a first model import, say)."""
+    time.sleep(seconds)
+    return seconds
+
+
 def fails() -> None:
     raise AssertionError("plain failure, not a crash")
 
