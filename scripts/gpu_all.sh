@@ -63,4 +63,10 @@ inprocess_stacks() {
 }
 export -f inprocess_stacks
 step inprocess-stacks 70 bash -c inprocess_stacks
+# 11. A/B of the main job between source trees, interleaved (a speed claim needs the same machine
+#     and minute): AB_TREES="/tmp/ab/old /tmp/ab/new" bash scripts/gpu_all.sh
+if [ -n "${AB_TREES:-}" ]; then
+  # shellcheck disable=SC2086  # AB_TREES is a list of paths
+  step main-job-ab 400 $PY bench/main_job_ab.py $AB_TREES --repeat "${AB_REPEAT:-2}" -- --device cuda
+fi
 exit 0

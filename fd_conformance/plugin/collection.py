@@ -60,30 +60,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(("fd_case", "fd_device"), params)
 
 
-# Checks that cost several times the others: the weight cycle rebuilds, captures and clears K
-# times, each with a real comm-group restart (2.8 s on the H200 against 0.4-0.6 s for a clear or
-# teardown-order check). Started first among the model checks, they no longer make the tail of an
-# xdist session, where the other workers sit idle while the last ones finish (2.5 s of the 25).
-LONGEST_CHECKS = frozenset({"weight_cycle"})
-
-
-def run_order(items: list[pytest.Item]) -> None:
+def framework_free_first(items: list[pytest.Item]) -> None:
     """Checks that build no model (C6 config: it needs the case, not a runtime) run first: their
     results come in seconds, before the first framework import and model build (torch plus
-    transformers: 10-20 s in a fresh worker), so a broken config fails fast. Then the longest
-    model checks, then the rest. Stable otherwise: every other item keeps pytest's order, and
-    each check is independent of the others (bench/xdist_verdicts.py: same verdicts in any order)."""
+    transformers: 10-20 s in a fresh worker), so a broken config fails fast. Stable otherwise:
+    every other item keeps pytest's order, and each check is independent of the others.
 
-    def rank(item: pytest.Item) -> int:
-        if case_of(item) is not None and "fd_runtime" not in getattr(item, "fixturenames", ()):
-            return 0
-        return 1 if check_name(item) in LONGEST_CHECKS else 2
-
-    items.sort(key=rank)
+    Not done, measured: moving the weight cycles (the longest checks) right after C6 made the
+    H200 main job slower (median 30.5 s against 26.0 s, bench/main_job_ab.py): xdist hands out
+    consecutive pairs, so two cycles landed on one worker, and each ran cold, after its worker's
+    15-20 s first import, where at the end they run warm on whichever workers are free."""
+    items.sort(key=lambda item: case_of(item) is None or "fd_runtime" in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    run_order(items)
+    framework_free_first(items)
     for item in items:
         case = case_of(item)
         if case is not None and case.checks is not None and check_name(item) not in case.checks:
