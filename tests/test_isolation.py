@@ -128,17 +128,17 @@ def test_spare_starts_only_when_a_check_runs_long() -> None:
             lazy.call("hang_cases.hangs:passes", 1, timeout=30)
         assert lazy.spare is None and lazy.started_workers == 1
         hung = lazy.call("hang_cases.hangs:python_loop", timeout=HANG_TIMEOUT_S + 1)
-        assert lazy.spare is not None  # spawned halfway to the hang's timeout
+        assert lazy.spare is not None  # spawned 0.3 s into the hang (its timeout is shorter than the lead)
         spare_pid = lazy.spare.pid
         after = lazy.call("hang_cases.hangs:passes", 1, timeout=30)
         assert after.run.pid == spare_pid and hung.run.worker_spawned < after.run.worker_spawned < time.time()
         assert lazy.spare is not None and lazy.spare.pid != spare_pid  # kept warm after a loss
 
 
-def test_a_slow_healthy_check_starts_no_spare_until_halfway_to_its_timeout() -> None:
+def test_a_slow_healthy_check_starts_no_spare_until_near_its_timeout() -> None:
     """A check past spare_after_s but far from its timeout (a worker's first model import: 15-20 s
-    on the H200, under a 300 s timeout) starts no spare; the same check halfway to a short timeout
-    does (the known-bad side: before, both started one at spare_after_s)."""
+    on the H200, under a 300 s timeout) starts no spare; the same check under a timeout shorter
+    than SPARE_LEAD_S does (the known-bad side: before, both started one at spare_after_s)."""
     with IsolatedRunner(spares=1, spare_after_s=0.3) as lazy:
         assert lazy.call("hang_cases.hangs:sleeps", 1.0, timeout=30).value == 1.0
         assert lazy.spare is None and lazy.started_workers == 1

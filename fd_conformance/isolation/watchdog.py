@@ -18,11 +18,13 @@ from fd_conformance.isolation import messages
 from fd_conformance.isolation.process import RunResult, WorkerProcess, WorkerStartError
 
 SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)
-# ...and at least this fraction of its timeout: a hang is declared only at the timeout and the spare
-# needs just its startup (1-3 s) to be warm by then, while a slow healthy check -- a worker's first
-# model check imports torch and transformers, 15-20 s on the H200 host -- must not start one: eight
-# xdist workers each spawning a spare mid-import cost eight pytest startups of CPU for nothing.
-SPARE_AT_TIMEOUT_FRACTION = 0.5
+# ...and is within this lead of its timeout: a hang is declared only at the timeout, and the spare
+# needs just its startup (1-3 s; 8 s on a loaded 2-core box) to be warm by then, while a slow
+# healthy check -- a worker's first model check imports torch and transformers, 15-20 s on the
+# H200 host, under the 300 s default -- must not start one: eight xdist workers each spawning a
+# spare mid-import cost eight pytest startups of CPU for nothing. Timeouts shorter than the lead
+# (hang tests, tight --fd-timeout) start it at spare_after_s, as before.
+SPARE_LEAD_S = 15.0
 START_FAILURES_TO_GIVE_UP = 2  # consecutive workers that never got ready: the environment is broken
 
 
@@ -47,10 +49,11 @@ class Watchdog:
     """Keeps one worker for reuse, plus (``spares=1``) a warm spare that replaces it after a
     hang or crash, so the next check does not pay interpreter start, imports and collection.
 
-    When the spare starts: once a request has run ``spare_after_s`` and half its timeout (a hang
-    in the making; ``spare_after_s=0``: as soon as the active worker is ready), and from then on
-    whenever a worker was lost. Fast sessions thus never pay a second startup (on a 2-core CI box that costs as
-    much wall time as the startup itself). The spare runs no request until promoted, so on a GPU
+    When the spare starts: once a request has run ``spare_after_s`` and is within
+    ``SPARE_LEAD_S`` of its timeout (a hang in the making; ``spare_after_s=0``: as soon as the
+    active worker is ready), and from then on whenever a worker was lost. Fast sessions thus never
+    pay a second startup (on a 2-core CI box that costs as much wall time as the startup itself).
+    The spare runs no request until promoted, so on a GPU
     host it holds no CUDA context (and no device memory) while it waits.
     """
 
@@ -134,9 +137,9 @@ class Watchdog:
             return self._start_failed(str(err))
         self.start_failures = 0
         waited = time.monotonic() - waiting
-        # Fast and merely slow checks never pay for a spare; one still running halfway to its
-        # timeout (a hang in the making) starts it, so it is warm by the time the watchdog fires.
-        slow_after = max(self.spare_after_s, timeout * SPARE_AT_TIMEOUT_FRACTION)
+        # Fast and merely slow checks never pay for a spare; one still running near its timeout
+        # (a hang in the making) starts it, so it is warm by the time the watchdog fires.
+        slow_after = max(self.spare_after_s, timeout - SPARE_LEAD_S)
         result = worker.run(request, timeout, on_report, on_slow=self._start_spare, slow_after=slow_after)
         result.ready_wait_s += waited
         if result.status != "done":
