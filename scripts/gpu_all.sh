@@ -31,6 +31,7 @@ step kit-gpu-tests 200 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
 cp /tmp/fdc-run-cuda/results.jsonl "$OUT/results-cuda.jsonl" 2>/dev/null  # per-check start/end/worker: the timeline
+step run-cuda-timeline 20 $PY bench/timeline.py "$OUT/results-cuda.jsonl"  # each worker's path through the session
 # 2b. where a worker's first model check spends its imports on this image (cumulative microseconds)
 import_profile() {
   $PY -X importtime -c "import torch; from transformers import Glm4MoeModel, Qwen3VLModel" 2>"$OUT/importtime.txt"
@@ -38,6 +39,15 @@ import_profile() {
 }
 export -f import_profile; export PY OUT
 step import-profile 60 bash -c import_profile
+# 2c. the same imports in 8 fresh interpreters at once (what 8 workers' first model checks pay
+#     side by side): each one's wall time, against the single one's above
+import_parallel() {
+  local code="import time; t = time.perf_counter(); import torch; from transformers import Glm4MoeModel, Qwen3VLModel; print(f'import wall {time.perf_counter() - t:.1f} s')"
+  echo "alone:"; $PY -c "$code" 2>/dev/null
+  echo "8 at once:"; for i in 1 2 3 4 5 6 7 8; do $PY -c "$code" 2>/dev/null & done; wait
+}
+export -f import_parallel
+step import-parallel 90 bash -c import_parallel
 # 3. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 4. the main job with every bundled mutant at -n 8 (serial is xdist-verdicts' reference)
