@@ -2,7 +2,9 @@
 # Every gpu-marked test and GPU benchmark, in ONE call (device time is scarce and starts can be refused).
 # Usage on a CUDA host:   bash scripts/gpu_all.sh            (logs under ${OUT:-gpu-logs}/)
 # The bounds add up to more than one device call's 600 s: SKIP steps measured already.
-# Wheels for packages the host lacks (py-spy, jsonschema) may be dropped in .whl/ beforehand.
+# Wheels for packages the host lacks (rapidfuzz, the kit's one compiled dependency; py-spy,
+# jsonschema for some steps) may be dropped in .whl/ beforehand: pip download --only-binary=:all:
+#   --python-version 3.12 --platform manylinux_2_28_x86_64 --no-deps -d .whl rapidfuzz py-spy ...
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-logs}"; mkdir -p "$OUT"
@@ -15,6 +17,9 @@ fi
 # The kit itself, offline and without deps (the host has torch/transformers/pytest already).
 $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >/tmp/fdc-install.log 2>&1 \
   || { echo "install failed"; tail -20 /tmp/fdc-install.log; }
+# Without the kit's own dependencies every step fails alike: say so once, before any device time.
+$PY -c "import rapidfuzz, pytest, hypothesis" 2>/dev/null \
+  || { echo "gpu_all.sh: the kit's dependencies do not import on this host ($($PY -c 'import rapidfuzz, pytest, hypothesis' 2>&1 | tail -1)); drop their wheels in .whl/ (see the header)"; exit 2; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its tail
   local name=$1 secs=$2; shift 2
