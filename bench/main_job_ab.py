@@ -5,8 +5,9 @@ today against another's figure from another session compares two machines' moods
 host's imports alone vary by seconds between starts). Each run is a fresh
 ``python -m fd_conformance.cli run`` with PYTHONPATH pointing at one tree (and its models/),
 from an empty directory; trees alternate A B A B so drift hits both. Per run it prints the wall
-time, when the last check finished and when the session ended (from results.jsonl: the tail
-after the last check is shutdown), and the verdict line, so a faster tree that judges
+time, when collection was done (the plan record: launch, xdist's start and collection before it),
+when the last check finished and when the session ended (from results.jsonl: the tail after the
+last check is shutdown), and the verdict line, so a faster tree that judges
 differently shows it.
 
     python bench/main_job_ab.py /tmp/old /tmp/new --repeat 2 -- --device cuda
@@ -39,9 +40,11 @@ def one_run(tree: Path, run_args: list[str]) -> dict[str, object]:
         records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
         finished = [float(r["finished"]) for r in records if "nodeid" in r]
         ended = [float(r["finished"]) for r in records if r.get("kind") == "session"]
+        planned = [float(r["created"]) for r in records if r.get("kind") == "plan"]  # collection done
         verdict = next((line for line in proc.stdout.splitlines() if line.startswith("fd-conformance:")), proc.stdout[-300:])
         return {
             "wall": wall,
+            "plan": min(planned) - start if planned else float("nan"),
             "last_check": max(finished) - start if finished else float("nan"),
             "session_end": ended[-1] - start if ended else float("nan"),
             "exit": proc.returncode,
@@ -66,7 +69,7 @@ def main() -> int:
             got = one_run(tree, run_args)
             walls[tree].append(float(got["wall"]))  # type: ignore[arg-type]
             print(
-                f"round {round_ + 1} {tree.name}: wall {got['wall']:.1f} s, last check at {got['last_check']:.1f} s, "
+                f"round {round_ + 1} {tree.name}: wall {got['wall']:.1f} s, plan (collection done) at {got['plan']:.1f} s, last check at {got['last_check']:.1f} s, "
                 f"session end at {got['session_end']:.1f} s, exit {got['exit']}: {got['verdict']}",
                 flush=True,
             )
