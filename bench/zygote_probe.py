@@ -66,9 +66,9 @@ def forked(device: str, case: str, workers: int) -> tuple[list[float], float, bo
     """One process imports, then forks N children (a zygote). Returns the children's done times,
     when the import ended, and whether the parent's CUDA was initialised before the fork."""
     start = time.time()
-    exec(PRELOAD, {})  # noqa: S102 - the probe's own constant
+    exec(PRELOAD, {})  # the probe's own constant
     namespace: dict[str, object] = {}
-    exec(FIRST_CHECK, namespace)  # noqa: S102
+    exec(FIRST_CHECK, namespace)
     imported = time.time() - start
     import torch
 
