@@ -21,16 +21,23 @@ import subprocess
 import sys
 import time
 
-# The imports a worker's first model check pays (the reference models import transformers
-# lazily, inside their factories, so the probe names them).
-PRELOAD = "import torch; from transformers import Glm4MoeModel, Qwen3VLModel; import fd_reference_models.torch_models.subject"
 
-FIRST_CHECK = """
-def first_check(device, case_name):
-    import time
+def preload() -> None:
+    """The imports a worker's first model check pays (the reference models import transformers
+    lazily, inside their factories, so the probe names them). None of them touches the device."""
+    import torch  # noqa: F401
+    from transformers import Glm4MoeModel, Qwen3VLModel  # noqa: F401
+
+    import fd_reference_models.torch_models.subject  # noqa: F401
+
+
+def first_check(device: str, case_name: str) -> float:
+    """One reference model built on the device, warmed up, captured and replayed: the wall-clock
+    time it was done."""
     from fd_conformance.runtime import get_runtime
     from fd_conformance.suite._support import graphs_on
     from fd_reference_models import cases
+
     runtime = get_runtime("torch", device)
     case = next(c for c in cases.all_cases() if c.name == case_name)
     subject = case.factory(runtime)
@@ -41,17 +48,13 @@ def first_check(device, case_name):
     runtime.synchronize()
     subject.runner.close()
     return time.time()
-"""
 
 
 def spawned(device: str, case: str, workers: int) -> list[float]:
     """N fresh interpreters side by side, each importing on its own (today's workers)."""
-    code = f"{PRELOAD}\n{FIRST_CHECK}\nprint('done', first_check({device!r}, {case!r}), flush=True)"
     start = time.time()
-    procs = [
-        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(workers)
-    ]
+    cmd = [sys.executable, __file__, "--device", device, "--case", case, "--child"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(workers)]
     ends = []
     for proc in procs:
         out, err = proc.communicate()
@@ -66,9 +69,7 @@ def forked(device: str, case: str, workers: int) -> tuple[list[float], float, bo
     """One process imports, then forks N children (a zygote). Returns the children's done times,
     when the import ended, and whether the parent's CUDA was initialised before the fork."""
     start = time.time()
-    exec(PRELOAD, {})  # the probe's own constant
-    namespace: dict[str, object] = {}
-    exec(FIRST_CHECK, namespace)
+    preload()
     imported = time.time() - start
     import torch
 
@@ -80,7 +81,7 @@ def forked(device: str, case: str, workers: int) -> tuple[list[float], float, bo
         if pid == 0:  # the child: one first check, its end time down the pipe, no interpreter teardown
             os.close(read)
             try:
-                payload = {"done": namespace["first_check"](device, case)}  # type: ignore[operator]
+                payload = {"done": first_check(device, case)}
             except BaseException as err:  # noqa: BLE001 - reported to the parent, which decides
                 payload = {"error": f"{type(err).__name__}: {err}"}
             os.write(write, json.dumps(payload).encode())
@@ -107,15 +108,19 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--case", default="torch-glm4-moe")
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one spawned worker
     args = parser.parse_args()
+    if args.child:
+        preload()
+        print("done", first_check(args.device, args.case), flush=True)
+        return 0
     ends = spawned(args.device, args.case, args.workers)
     print(
         f"spawn x{args.workers}: first replay done at {' '.join(f'{e:.1f}' for e in ends)} s (last {ends[-1]:.1f} s)", flush=True
     )
     ends, imported, initialised = forked(args.device, args.case, args.workers)
-    print(f"fork  x{args.workers}: imports once {imported:.1f} s (CUDA initialised before the fork: {initialised}); "
-          f"first replay done at {' '.join(f'{e:.1f}' for e in ends)} s (last {ends[-1]:.1f} s)" if ends else
-          f"fork  x{args.workers}: imports once {imported:.1f} s; no child finished")  # fmt: skip
+    done = f"first replay done at {' '.join(f'{e:.1f}' for e in ends)} s (last {ends[-1]:.1f} s)" if ends else "no child finished"
+    print(f"fork  x{args.workers}: imports once {imported:.1f} s (CUDA initialised before the fork: {initialised}); {done}")
     return 0 if len(ends) == args.workers else 1
 
 

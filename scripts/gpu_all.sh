@@ -18,8 +18,9 @@ fi
 $PY -m pip install -q --no-deps --no-build-isolation --no-index -e . >/tmp/fdc-install.log 2>&1 \
   || { echo "install failed"; tail -20 /tmp/fdc-install.log; }
 # Without the kit's own dependencies every step fails alike: say so once, before any device time.
-$PY -c "import rapidfuzz, pytest, hypothesis" 2>/dev/null \
-  || { echo "gpu_all.sh: the kit's dependencies do not import on this host ($($PY -c 'import rapidfuzz, pytest, hypothesis' 2>&1 | tail -1)); drop their wheels in .whl/ (see the header)"; exit 2; }
+if ! missing=$($PY -c "import rapidfuzz, pytest, hypothesis" 2>&1); then
+  echo "gpu_all.sh: the kit's dependencies do not import on this host ($(tail -1 <<<"$missing")); drop their wheels in .whl/ (see the header)"; exit 2
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its tail
   local name=$1 secs=$2; shift 2
