@@ -32,6 +32,10 @@ OUTCOMES = (PASSED, FAILED, SKIPPED, XFAILED)
 # A planned test without a result (its run was interrupted). Never written into conformance.json's
 # results (it has no outcome pytest reported); it makes its cell NOT RUN and its row INCOMPLETE.
 MISSING = "missing"
+# A check its row owes that was deselected (-k, -m, a plugin): like MISSING, it makes the row
+# INCOMPLETE and is listed under ``run.deselected``, never under ``results``.
+DESELECTED = "deselected"
+NOT_RAN = frozenset({MISSING, DESELECTED})  # placeholders: planned checks without a result
 
 # Per-case verdicts. A mutant is "caught" when the suite reports exactly its expected codes.
 CERTIFIED, VIOLATIONS, NOT_RUN, CAUGHT, MISSED = "certified", "violations", "not-run", "caught", "missed"
@@ -43,6 +47,7 @@ PASSING_VERDICTS = frozenset({CERTIFIED, CAUGHT})
 CERTIFICATE_LIMIT = 60_000  # characters; GitHub rejects PR comments over 65,536
 LINE_LIMIT = 400  # one certificate line (a finding message can be a whole traceback)
 CELL_REASON_LIMIT = 40  # a failing cell without a finding code shows this much of its reason
+MESSAGE_LIMIT = 1_200  # a finding's message in the certificate; its fix is never cut
 
 
 @dataclass
@@ -179,6 +184,8 @@ def cell(results: Sequence[CheckResult]) -> str:
         return "FAIL " + _shorten(reason, CELL_REASON_LIMIT)
     if any(r.outcome == MISSING for r in results):
         return "NOT RUN"
+    if any(r.outcome == DESELECTED for r in results):
+        return "DESELECTED"
     if any(r.outcome == XFAILED for r in results):
         return "CAUGHT " + ",".join(codes)
     if any(r.outcome == PASSED for r in results):
@@ -203,12 +210,14 @@ def failure_reason(result: CheckResult) -> str:
 def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[str, list[str]]:
     """(verdict, observed codes) for one case on one device; warnings count as observed, so a
     mutant built to draw a warning (FDC002) is caught by it. A row with a planned check that has
-    no result is INCOMPLETE whatever the others say: its verdict is not final."""
+    no result (it did not run, or was deselected) is INCOMPLETE whatever the others say: its verdict
+    is not final. A failure that carries finding codes is explained by them: a mutant caught by a
+    hang (FDC501) or crash (FDC502), whose report the isolation parent makes, is caught like any other."""
     observed = sorted(
         {c for r in results if r.outcome in (FAILED, XFAILED) for c in r.codes} | {c for r in results for c in r.warnings}
     )
     expected = sorted({c for r in results for c in r.expected})
-    if any(r.outcome == MISSING for r in results):
+    if any(r.outcome in NOT_RAN for r in results):
         return INCOMPLETE, observed
     ran = any(r.outcome != SKIPPED for r in results)
     if not ran:
@@ -218,7 +227,7 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
             return MISSED, observed
         return NOT_RUN, observed
     if expect_mutants and expected:
-        failed_unexplained = any(r.outcome == FAILED for r in results)
+        failed_unexplained = any(r.outcome == FAILED and not r.codes for r in results)
         return (CAUGHT if observed == expected and not failed_unexplained else MISSED), observed
     if any(r.outcome == FAILED for r in results):
         return VIOLATIONS, observed
@@ -254,13 +263,18 @@ def graphs_label(results: Sequence[CheckResult]) -> str:
 
 def format_matrix(results: Sequence[CheckResult], expect_mutants: bool = False) -> str:
     """Cases x checks as a fixed-width text table, with a verdict column."""
-    checks = checks_of(results)
+    return format_document_matrix(build_document(results, expect_mutants))
+
+
+def format_document_matrix(document: Mapping[str, Any]) -> str:
+    """The matrix of a conformance.json document: the cells and verdicts it holds, so every route
+    (pytest's summary, `run`, `report`) prints the verdict computed once, placeholders included."""
+    checks = list(dict.fromkeys(k for c in document["cases"] for k in c["checks"]))
     header = ["case [device, graphs]", *checks, "verdict"]
     table = [header]
-    for (case, device), row in _rows(results).items():
-        verdict, _ = case_verdict(row, expect_mutants)
-        cells = [cell([r for r in row if r.check == check]) for check in checks]
-        table.append([f"{case} [{device}, {graphs_label(row)}]", *cells, verdict])
+    for c in document["cases"]:
+        cells = [c["checks"].get(check, {}).get("cell", "-") for check in checks]
+        table.append([f"{c['name']} [{c['device']}, {c['graphs']}]", *cells, c["verdict"]])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = ["  ".join(text.ljust(widths[i]) for i, text in enumerate(line)).rstrip() for line in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -318,7 +332,8 @@ def environment(results: Sequence[CheckResult]) -> dict[str, Any]:
 
 
 def missing_results(planned: Iterable[Mapping[str, Any]], results: Sequence[CheckResult]) -> list[CheckResult]:
-    """Placeholders (outcome MISSING) for the planned conformance checks that have no result."""
+    """Placeholders for the owed conformance checks that have no result: MISSING for a selected one
+    that never ended, DESELECTED for one left out of the selection."""
     done = {r.nodeid for r in results}
     return [
         CheckResult(
@@ -326,7 +341,7 @@ def missing_results(planned: Iterable[Mapping[str, Any]], results: Sequence[Chec
             case=t["case"],
             device=t["device"],
             check=t["check"],
-            outcome=MISSING,
+            outcome=DESELECTED if t.get("deselected") else MISSING,
             expected=list(t.get("expected", [])),
         )
         for t in planned
@@ -344,6 +359,17 @@ def with_expected(results: Sequence[CheckResult], planned: Iterable[Mapping[str,
     return list(results)
 
 
+def with_plan(results: Sequence[CheckResult], planned: Iterable[Mapping[str, Any]]) -> list[CheckResult]:
+    """The results judged against the plan: expected codes filled in, and a placeholder for every
+    check a row owes without a result. The one place both routes (the session, a results file)
+    fold the plan in, so they give one verdict."""
+    from fd_conformance.session_plan import owed_checks
+
+    owed = owed_checks(planned)
+    results = with_expected(results, owed)
+    return results + missing_results(owed, results)
+
+
 def build_document(
     results: Sequence[CheckResult], expect_mutants: bool = False, interrupted: str | None = None
 ) -> dict[str, Any]:
@@ -351,8 +377,9 @@ def build_document(
     ``results`` may hold MISSING placeholders (planned checks without a result): they make rows
     incomplete and are listed under ``run.not_run``, never under ``results``; ``interrupted``
     says why the run ended early (e.g. "SIGTERM")."""
-    ran = [r for r in results if r.outcome != MISSING]
+    ran = [r for r in results if r.outcome not in NOT_RAN]
     not_run = [r.nodeid for r in results if r.outcome == MISSING]
+    deselected = [r.nodeid for r in results if r.outcome == DESELECTED]
     cases = []
     for (case, device), row in _rows(results).items():
         verdict, observed = case_verdict(row, expect_mutants)
@@ -362,7 +389,7 @@ def build_document(
             checks[check] = {
                 "cell": cell(chosen),
                 "codes": sorted({c for r in chosen for c in r.codes}),
-                "outcomes": sorted({r.outcome for r in chosen if r.outcome != MISSING}),
+                "outcomes": sorted({r.outcome for r in chosen if r.outcome not in NOT_RAN}),
             }
             failed = [r for r in chosen if r.outcome == FAILED]
             if failed:
@@ -380,7 +407,7 @@ def build_document(
                 "checks": checks,
             }
         )
-    status = "interrupted" if interrupted else ("incomplete" if not_run else "finished")
+    status = "interrupted" if interrupted else ("incomplete" if not_run or deselected else "finished")
     code = exit_code(results, expect_mutants)
     if interrupted:
         from fd_conformance.errors import EXIT_INCOMPLETE
@@ -393,7 +420,7 @@ def build_document(
         "expect_mutants": expect_mutants,
         "exit_code": code,
         "summary": {o: sum(1 for r in ran if r.outcome == o) for o in OUTCOMES},
-        "run": {"status": status, "reason": interrupted or "", "not_run": not_run},
+        "run": {"status": status, "reason": interrupted or "", "not_run": not_run, "deselected": deselected},
         "cases": cases,
         "results": [r.to_dict() for r in ran],
     }
@@ -459,15 +486,19 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     if run["status"] != "finished":
         title = "INTERRUPTED" if run["status"] == "interrupted" else "INCOMPLETE"
         why = f" ({run['reason']})" if run["reason"] else ""
+        left_out = len(run.get("deselected", []))
+        also = f" and {left_out} were deselected" if left_out else ""
         lines += [
-            f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run; rows that miss one are `incomplete`.",
+            f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run{also}; rows that miss one are `incomplete`.",
             "",
         ]
     lines.append(_line(f"- kit: fd-conformance {env['kit_version']} (Python {env['python']}, {env['platform']})"))
-    for rt in env["runtimes"] or [{"name": "none ran", "version": "", "device": "", "device_name": "", "graphs": "n/a"}]:
+    for rt in env["runtimes"]:
         lines.append(
             _line(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}")
         )
+    if not env["runtimes"]:
+        lines.append("- runtime: none (no check ran)")
     lines.append(f"- generated: {document['generated_at']}")
     overall = {0: "PASS", 3: "INCOMPLETE", 4: "NOTHING CERTIFIED"}.get(document["exit_code"], "FAIL")
     verdict_counts: dict[str, int] = {}
@@ -485,13 +516,12 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
 
     checks = list(dict.fromkeys(k for c in document["cases"] for k in c["checks"]))
-    table_head = [
-        "",
-        "## Summary",
-        "",
-        "| case | device | graphs | " + " | ".join(checks) + " | verdict |",
-        "|" + "---|" * (len(checks) + 4),
-    ]
+    columns = ["case", "device", "graphs", *checks, "verdict"]
+    table_head = ["", "## Summary", ""]
+    if document["cases"]:
+        table_head += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    else:
+        table_head.append("No rows: no model case was selected, so nothing was checked.")
     table = []
     for c in document["cases"]:
         cells = [c["checks"].get(k, {}).get("cell", "-") for k in checks]
@@ -510,17 +540,16 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         first = hits[0][1]
         rows = list(dict.fromkeys(f"`{r['case']}` [{r['device']}] {r['check']}" for r, _ in hits))
         shown = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
-        findings_items.append(
-            _line(f"- **{code}** ({first['severity']}, {len(hits)}x): {first['message']} (fix: {first['hint']})")
-        )
+        # The message may be long (a traceback); the fix is what the reader acts on, so it is never cut.
+        message = _shorten(first["message"], MESSAGE_LIMIT)
+        findings_items.append(f"- **{code}** ({first['severity']}, {len(hits)}x): {message} (fix: {first['hint']})")
         findings_items.append(_line(f"  - in {shown}"))
 
-    reasons = [
-        _line(f"- `{r['case']}` [{r['device']}] {r['check']}: {r['message'] or 'failed without a message'}")
-        for r in document["results"]
-        if r["outcome"] == FAILED and not r["codes"]
-    ]
+    # One line per distinct reason: a factory that raises fails every check of its row alike.
+    reasons = _grouped_reasons(r for r in document["results"] if r["outcome"] == FAILED and not r["codes"])
+    skips = _grouped_reasons(r for r in document["results"] if r["outcome"] == SKIPPED)
     not_run = [_line(f"- `{nodeid}`") for nodeid in run["not_run"]]
+    deselected = [_line(f"- `{nodeid}`") for nodeid in run.get("deselected", [])]
     missed = [
         _line(
             f"- `{c['name']}` [{c['device']}]: expected {', '.join(c['expected_findings'])}; "
@@ -537,7 +566,15 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         (table_head, table, "| ... {n} more rows: see conformance.json |"),
         (["", "## Findings by code", ""] if findings_items else [], findings_items, "- ... {n} more lines: see conformance.json"),
         (["", "## Failures without a finding code", ""] if reasons else [], reasons, "- ... {n} more: see conformance.json"),
+        (["", "## Skipped, and why", ""] if skips else [], skips, "- ... {n} more: see conformance.json"),
         (["", "## Not run", ""] if not_run else [], not_run, "- ... {n} more: see conformance.json (run.not_run)"),
+        (
+            ["", "## Deselected", "", "Checks these rows owe that the selection (-k, -m) left out; each such row is incomplete:"]
+            if deselected
+            else [],
+            deselected,
+            "- ... {n} more: see conformance.json (run.deselected)",
+        ),
         (mutants_head if mutants_head else [], missed if mutants_head else [], "- ... {n} more: see conformance.json"),
     ]
     fixed = sum(len(text) + 1 for text in lines + footer)
@@ -545,6 +582,22 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     text = "\n".join(lines + body + footer) + "\n"
     assert len(text) <= CERTIFICATE_LIMIT, len(text)  # _fit's budget arithmetic is the guarantee
     return text
+
+
+def _grouped_reasons(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One certificate line per distinct reason, naming the checks it hit (a factory that raises
+    fails a whole row alike; "no draft model" skips several columns)."""
+    by_reason: dict[str, list[str]] = {}
+    for r in results:
+        reason = (r["message"] or "no reason given").removeprefix("Skipped: ")
+        by_reason.setdefault(reason, []).append(f"`{r['case']}` [{r['device']}] {r['check']}")
+    lines = []
+    for reason, hits in by_reason.items():
+        places = list(dict.fromkeys(hits))
+        shown = ", ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
+        count = f" ({len(hits)}x)" if len(hits) > 1 else ""
+        lines.append(_line(f"- {shown}{count}: {reason}"))
+    return lines
 
 
 def write_reports(
@@ -564,9 +617,7 @@ def write_reports(
 def results_of_file(parsed: ResultsFile) -> list[CheckResult]:
     """A results file's results with the plan folded in: expected codes for mutants, and a
     MISSING placeholder for every planned conformance check that has no result line."""
-    planned = list(parsed.planned.values())
-    results = with_expected(results_from_records(parsed.results), planned)
-    return results + missing_results(planned, results)
+    return with_plan(results_from_records(parsed.results), parsed.planned.values())
 
 
 def verdict_line(document: Mapping[str, Any]) -> str:
@@ -589,6 +640,8 @@ def verdict_line(document: Mapping[str, Any]) -> str:
     else:
         head = "PASS" if code == EXIT_OK else "FAIL"
     missing = f"; {len(run['not_run'])} planned check(s) did not run" if run.get("not_run") else ""
+    if run.get("deselected"):
+        missing += f"; {len(run['deselected'])} owed check(s) deselected"
     return f"fd-conformance: {head} (rows: {rows or 'none'}; tests: {tests or 'none'}{missing})"
 
 
@@ -617,9 +670,9 @@ def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: boo
     if not quiet and results:
         print(format_matrix(results, parsed.expect_mutants))
         print()
-    if not parsed.plans:
+    if parsed.results and not parsed.plans:
         print(
-            f"fd-conformance report: note: {parsed.path} has no plan line (an older kit wrote it): tests that never ran cannot be listed",
+            f"fd-conformance report: note: {parsed.path} has results but no plan line (an older kit wrote it): tests that never ran cannot be listed",
             file=sys.stderr,
         )
     if document["run"]["not_run"] and not quiet:

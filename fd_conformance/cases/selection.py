@@ -107,4 +107,13 @@ def select_cases(
         cases = apply_selection(cases, selection, selection_source)
     if runtime == "auto":
         return [c for c in cases if c.runtime in installed_runtimes]
-    return [c for c in cases if c.runtime == runtime]
+    kept = [c for c in cases if c.runtime == runtime]
+    if specs and cases and not kept:
+        # The user named models and a framework none of them is written for: a mismatch to name,
+        # not a session of "no cases" pseudo-rows.
+        names = ", ".join(f"{c.name} ({c.runtime})" for c in cases[:5]) + (" ..." if len(cases) > 5 else "")
+        raise UsageError(
+            f"runtime {runtime!r} matches none of the {len(cases)} case(s) given: {names}",
+            f"drop the runtime option or set it to {' or '.join(sorted({c.runtime for c in cases}))}",
+        )
+    return kept

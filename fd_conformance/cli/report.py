@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fd_conformance.cli.run import RESULTS_NAME
 from fd_conformance.isolation.results import load_results_file
 from fd_conformance.report import report_results_file
 
@@ -17,13 +18,18 @@ REPORT_HELP = (
     "rebuild the matrix and verdicts from a results JSONL (OUT/results.jsonl of `run`, or pytest --fd-results); "
     "exit 0 all certified, 1 anything not certified, 3 an incomplete or unreadable file"
 )
-REPORT_FILE_HELP = "the JSONL file: OUT/results.jsonl written by `fd-conformance run`, or pytest --fd-results FILE"
+REPORT_FILE_HELP = (
+    "the JSONL file: OUT/results.jsonl written by `fd-conformance run` (or OUT itself), or pytest --fd-results FILE"
+)
 REPORT_OUT_HELP = "also write conformance.json and certificate.md (marked INTERRUPTED when incomplete) into DIR"
 QUIET_HELP = "print only the verdict line"
 
 
 def run_report(args: argparse.Namespace) -> int:
-    parsed = load_results_file(args.file)
+    path = Path(args.file)
+    if path.is_dir():  # `report OUT`: the directory `run --out` wrote, whose results file is the record
+        path = path / RESULTS_NAME
+    parsed = load_results_file(path)
     return report_results_file(parsed, Path(args.out) if args.out else None, quiet=args.quiet)
 
 

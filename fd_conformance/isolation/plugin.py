@@ -31,7 +31,6 @@ from fd_conformance.isolation import messages
 from fd_conformance.isolation.results import (
     FINISHED,
     INTERRUPTED,
-    PlannedTest,
     ResultLog,
     ResultRecord,
     new_record,
@@ -245,18 +244,9 @@ class IsolationController:
         file cut short (SIGTERM, SIGKILL, OOM) can name the checks that never ran."""
         if self.log is None:
             return
-        tests: list[PlannedTest] = []
-        for item in session.items:
-            props = {key[len(PROP_PREFIX) :]: value for key, value in case_properties(item)}
-            tests.append(
-                PlannedTest(
-                    nodeid=item.nodeid,
-                    case=str(props.get("case", "")),
-                    device=str(props.get("device", "")),
-                    check=str(props.get("check", "")),
-                    expected=[c for c in str(props.get("expected", "")).split(",") if c],
-                )
-            )
+        from fd_conformance.session_plan import session_plan  # the plan plugin's hook ran first (tryfirst)
+
+        tests = list(session_plan(self.config).values())
         self.log.append(plan_record(tests, bool(self.config.getoption("fd_include_mutants", False))))
 
     # --- running ----------------------------------------------------------------------------

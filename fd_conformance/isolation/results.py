@@ -77,6 +77,9 @@ class PlannedTest(TypedDict):
     device: str
     check: str
     expected: list[str]  # the case's expected finding codes (mutants)
+    # Collected for its row, then deselected (-k, -m, a plugin): the row owes it, so a row that
+    # lost some of its checks this way is incomplete (rows deselected whole are simply not run).
+    deselected: NotRequired[bool]
 
 
 class PlanRecord(TypedDict):
@@ -176,7 +179,7 @@ class ResultsFile:
 
     @property
     def planned(self) -> dict[str, PlannedTest]:
-        """Every test some plan names (xdist workers each write the same plan)."""
+        """Every test some plan names (xdist workers each write the same plan), deselected ones included."""
         return {t["nodeid"]: t for plan in self.plans for t in plan["tests"]}
 
     @property
@@ -185,9 +188,9 @@ class ResultsFile:
 
     @property
     def missing(self) -> list[str]:
-        """Planned tests without a result line: they never finished."""
+        """Planned (selected) tests without a result line: they never finished."""
         done = {r["nodeid"] for r in self.results}
-        return [nodeid for nodeid in self.planned if nodeid not in done]
+        return [nodeid for nodeid, t in self.planned.items() if nodeid not in done and not t.get("deselected")]
 
     @property
     def interruption(self) -> str | None:

@@ -7,6 +7,7 @@ runtimes and reports are imported only when a session actually uses them.
   (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, shared with the
   isolation parent, sits below this package)
   collection  the session's cases, parametrized per device; skips decided at collection
+  plan        what each row owes: every collected check, deselected ones included
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
   matrix      matrix keys on the deciding report, ConformanceSession, the reports
   xdist, gpus a GPU per xdist worker; ``-n auto`` on a GPU host
@@ -43,6 +44,7 @@ __all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "SESSION_KEY"]
 pytest_plugins = [
     "fd_conformance.plugin.options",
     "fd_conformance.plugin.collection",
+    "fd_conformance.plugin.plan",
     "fd_conformance.plugin.fixtures",
     "fd_conformance.plugin.matrix",
     "fd_conformance.plugin.xdist",

@@ -1,4 +1,8 @@
-"""Collection: the session's cases, one parametrized row per case and device, skips decided early."""
+"""Collection: the session's cases, one parametrized row per case and device, skips decided early.
+
+PYTEST_DONT_REWRITE: the plugin package imports this module before pytest reads its ``pytest_plugins``,
+so asking pytest to rewrite it only warned in every user session; it holds no test assertions.
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 Session state lives in :class:`pytest.StashKey` slots, the way pytest's own faulthandler plugin
 keeps it, so nothing leaks between sessions run in one process (pytester, ``fd-conformance run``).
+
+PYTEST_DONT_REWRITE: the plugin package imports this module before pytest reads its ``pytest_plugins``,
+so asking pytest to rewrite it only warned in every user session; it holds no test assertions.
 """
 
 from __future__ import annotations
@@ -83,32 +86,47 @@ class ConformanceSession:
         self.results: list[CheckResult] = []
         self.expect_mutants = bool(config.getoption(FD_INCLUDE_MUTANTS))
         self.nothing_certified: str | None = None  # why, when the session certified nothing
+        self.outside_failures: set[str] = set()  # failed tests that are no conformance check
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        if PROP_PREFIX + "case" not in props or not _is_final(report):
+        if PROP_PREFIX + "case" not in props:
+            if report.failed:
+                self.outside_failures.add(report.nodeid)
+            return
+        if not _is_final(report):
             return
         self.results.append(result_from_report(report, props))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from fd_conformance import report  # the reports' code only in sessions that certified something
+        from fd_conformance.session_plan import session_plan
 
-        if self.results and self.expect_mutants and report.exit_code(self.results, True) != 0 and session.exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a mutant was missed: a check lost its teeth
+        # The verdict, once: every check each row owes (deselected ones and ones that never ended
+        # included) against what ran. The session's exit status is the report's, so `pytest` and
+        # `fd-conformance run` give one answer for one session.
+        plan = session_plan(self.config)
+        self.results = report.with_plan(self.results, plan.values())
         out = self.config.getoption(FD_REPORT)
         if out:  # written even when empty: "nothing ran" must be visible to `fd-conformance run`
             report.write_reports(Path(out), self.results, self.expect_mutants)
-        if (
-            self.results
-            and not any(r.outcome != report.SKIPPED for r in self.results)
-            and not self.config.getoption(FD_ALLOW_EMPTY)
-            and session.exitstatus == pytest.ExitCode.OK
-        ):
-            # Every conformance check skipped (`-m gpu` without a GPU, a framework missing): the
-            # session proved nothing, and exit 0 would let a CI job go green on it.
-            self.nothing_certified = report.nothing_ran_reason(self.results)
-            session.exitstatus = EXIT_NOTHING_CERTIFIED
+        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+            return  # interrupted, internal error, usage error: pytest's own status says more
+        if not self.results and not any(t["case"] for t in plan.values()):
+            return  # no conformance check in this session: pytest's status is the answer
+        if all(r.outcome == report.SKIPPED for r in self.results):
+            # Every conformance check skipped (`-m gpu` without a GPU, a framework missing) or was
+            # deselected: the session proved nothing, and exit 0 would let a CI job go green on it.
+            if not self.config.getoption(FD_ALLOW_EMPTY):
+                self.nothing_certified = report.nothing_ran_reason(self.results)
+                session.exitstatus = EXIT_NOTHING_CERTIFIED
+            return
+        verdict = report.exit_code(self.results, self.expect_mutants)
+        if verdict != 0 or not self.outside_failures:
+            # A failure outside the matrix (a test of the user's own) keeps pytest's 1; otherwise the
+            # verdict decides: a mutant caught by a hang is a pass, a deselected check is incomplete.
+            session.exitstatus = verdict
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.nothing_certified:

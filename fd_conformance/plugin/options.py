@@ -4,6 +4,9 @@ Option names are constants (pytest-timeout's style) so the code that reads an op
 help, errors and tests that name it cannot drift apart. Each validator turns the shared
 :mod:`fd_conformance.errors` validator's ``UsageError`` into pytest's, which pytest prints as one
 line and exits 4 on.
+
+PYTEST_DONT_REWRITE: the plugin package imports this module before pytest reads its ``pytest_plugins``,
+so asking pytest to rewrite it only warned in every user session; it holds no test assertions.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ FD_CASES_FILE_HELP = (
     "test skips: nothing to certify)."
 )
 FD_DEVICE_HELP = (
-    "which rows to collect: all (default; cuda rows skip without a GPU), cpu (host-emulated graphs), "
-    "cuda (real graphs) or auto (cuda when a GPU is visible, else cpu)."
+    "which rows to collect: auto (default: cuda when a GPU is visible, else cpu, as `fd-conformance run`), "
+    "all (cuda rows that cannot run here are not-run, which fails the verdict), cpu (host-emulated graphs) "
+    "or cuda (real graphs)."
 )
 FD_ALLOW_EMPTY_HELP = (
     "exit 0 even when every conformance check was skipped (e.g. -m gpu on a machine without a GPU). "
@@ -73,7 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(FD_REPORT, default=None, metavar="DIR", help=FD_REPORT_HELP)
     group.addoption(FD_INCLUDE_MUTANTS, action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
     group.addoption(FD_CASES_FILE, default=None, metavar="FILE", help=FD_CASES_FILE_HELP)
-    group.addoption(FD_DEVICE, default="all", metavar="ROWS", help=FD_DEVICE_HELP)
+    # auto, as `fd-conformance run`: one session gives one answer through either route, and a CPU
+    # host's session is not failed by a cuda row it could never run.
+    group.addoption(FD_DEVICE, default="auto", metavar="ROWS", help=FD_DEVICE_HELP)
     group.addoption(FD_ALLOW_EMPTY, action="store_true", default=False, help=FD_ALLOW_EMPTY_HELP)
 
 
