@@ -48,10 +48,13 @@ def row(document: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in document["cases"] if c["name"] == name)
 
 
-def test_deselecting_the_check_that_fails_leaves_the_row_incomplete(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_deselecting_the_check_that_fails_leaves_the_row_incomplete(tmp_path: Path, workers: int) -> None:
     """Issue 24.1: the wrapper has no working clear; every lifecycle check skips deferring to the
-    protocol check, so leaving that one out (-k "not protocol") once certified the row."""
-    rc, document, output = suite(tmp_path / "r", f"{ACME}:BAD", "-k", "shim-only and not protocol")
+    protocol check, so leaving that one out (-k "not protocol") once certified the row. Under xdist
+    the controller never collects: the workers' plans must reach it."""
+    xdist = ["-n", str(workers)] if workers else []
+    rc, document, output = suite(tmp_path / "r", f"{ACME}:BAD", "-k", "shim-only and not protocol", *xdist)
     shim = row(document, "acme-lm-shim-only")
     assert shim["verdict"] == report.INCOMPLETE, output
     assert shim["checks"]["protocol"]["cell"] == "DESELECTED"
