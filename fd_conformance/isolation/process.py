@@ -7,6 +7,10 @@ once initialised. On timeout the parent collects, each step bounded in time: all
 Python stacks (faulthandler in the child, on SIGUSR1), native stacks (``py-spy dump --native``
 when installed), and the last lifecycle mark the child streamed; then it kills the child
 (SIGTERM, short grace, SIGKILL): FDC501. A worker that dies is FDC502 with its cause.
+
+The parent owns the worker's temp paths: the worker's temp root is a folder inside the worker's
+own directory (stacks, log), which the parent removes whatever ended the worker; a worker never
+runs its own cleanup when it is killed, and not even at a normal end (it leaves by ``os._exit``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sysconfig
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ from fd_conformance.isolation import messages
 from fd_conformance.isolation.causes import crash_cause
 from fd_conformance.isolation.worker.channel import STACK_SIGNAL
 from fd_conformance.isolation.worker.main import main as worker_main
+from fd_conformance.tempdirs import make_owned_dir, remove_stale
 
 # Bounds on each evidence step. Their sum (plus the kill) keeps "timeout to report" under 3 s.
 STACK_DUMP_WAIT_S = 0.8  # faulthandler writes synchronously in the signal handler; this is slack
@@ -38,6 +42,8 @@ KILL_WAIT_S = 2.0  # reaping after SIGKILL; instant unless the kernel is busy (e
 # Worst case from the deadline to the report, by construction; measured typical: under 3 s (bench/hang_latency.py).
 REPORT_BOUND_S = STACK_DUMP_WAIT_S + NATIVE_DUMP_WAIT_S + TERM_GRACE_S + KILL_WAIT_S
 STARTUP_TIMEOUT_S = 120.0  # spawn + imports + (pytest mode) collection of the isolated files
+WORKER_DIR_PREFIX = "fdc-worker-"
+WORKER_TEMP = "tmp"  # the worker's temp root, inside its directory
 LOG_TAIL_CHARS = 4000
 
 Status = Literal["done", "hang", "crash"]
@@ -136,7 +142,9 @@ class WorkerProcess:
     def __init__(self, mode: str, setup: dict[str, Any] | None = None, *, startup_timeout: float = STARTUP_TIMEOUT_S):
         self.mode = mode
         self.startup_timeout = startup_timeout
-        self._dir = Path(tempfile.mkdtemp(prefix="fdc-worker-"))
+        _remove_stale_worker_dirs()
+        self._dir = make_owned_dir(WORKER_DIR_PREFIX)
+        self.temp_root = self._dir / WORKER_TEMP  # TMPDIR in the worker: a torch FileStore, a model's files
         self.stack_path = self._dir / "stacks.txt"
         self.log_path = self._dir / "worker.log"
         self.stack_path.touch()
@@ -144,7 +152,7 @@ class WorkerProcess:
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.process = ctx.Process(
             target=worker_main,
-            args=(child_conn, str(self.stack_path), str(self.log_path), mode, setup or {}),
+            args=(child_conn, str(self.stack_path), str(self.log_path), mode, setup or {}, str(self.temp_root)),
             name=f"fdc-isolation-{mode}",
             daemon=True,
         )
@@ -356,7 +364,7 @@ class WorkerProcess:
         self.kill()
 
     def kill(self) -> None:
-        """Terminate now (SIGTERM, short grace, SIGKILL); what it wrote to its temp dir is removed."""
+        """Terminate now (SIGTERM, short grace, SIGKILL); its directory, temp root included, is removed."""
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(TERM_GRACE_S)
@@ -365,6 +373,19 @@ class WorkerProcess:
             self.process.join(KILL_WAIT_S)
         self.conn.close()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_swept = False
+
+
+def _remove_stale_worker_dirs() -> None:
+    """Once per process: the directories of workers whose parent was SIGKILLed (no cleanup ran
+    there). Under `fd-conformance run` they sit in the run's own temp root, which the run removes;
+    this covers a plain pytest session that was killed."""
+    global _swept
+    if not _swept:
+        _swept = True
+        remove_stale(WORKER_DIR_PREFIX)
 
 
 def native_stacks(pid: int) -> str:

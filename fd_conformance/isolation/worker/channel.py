@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from fd_conformance.isolation.messages import EVENT, PROBED, READY, WORKER_ENV, Message, receive, send
+from fd_conformance.tempdirs import use_as_temp_root
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection  # annotations only: the parent's plugin imports this module
@@ -120,9 +121,14 @@ def _die_with_parent() -> None:
     _prctl(pr_set_pdeathsig, int(signal.SIGKILL))
 
 
-def arm(conn: Connection, stack_path: str, log_path: str) -> Channel:
-    """Make this process a worker: its log, stack dumps on signal, the ptrace opt-in, the channel."""
+def arm(conn: Connection, stack_path: str, log_path: str, temp_root: str = "") -> Channel:
+    """Make this process a worker: its temp root, its log, stack dumps on signal, the ptrace opt-in,
+    the channel."""
     global _channel, _stack_file
+    if temp_root:
+        # First: every temp path made from here on (a torch FileStore, a model's files) lies in a
+        # folder the parent removes, since a killed worker, or one leaving by os._exit, cleans nothing.
+        use_as_temp_root(temp_root)
     # Our stdout/stderr go to a per-worker log: the parent quotes its tail in crash reports
     # (pytest's own faulthandler writes a segfault's Python stack there).
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 MODES = ("call", "pytest")
 
 
-def main(conn: Connection, stack_path: str, log_path: str, mode: str, setup: dict[str, Any]) -> None:
-    """``setup`` for pytest mode: see :func:`fd_conformance.isolation.worker.pytest_mode.serve_pytest`."""
-    channel = arm(conn, stack_path, log_path)
+def main(conn: Connection, stack_path: str, log_path: str, mode: str, setup: dict[str, Any], temp_root: str = "") -> None:
+    """``setup`` for pytest mode: see :func:`fd_conformance.isolation.worker.pytest_mode.serve_pytest`;
+    ``temp_root``: this worker's temp root, which the parent removes (see isolation.process)."""
+    channel = arm(conn, stack_path, log_path, temp_root)
     if mode not in MODES:  # after arm: the parent quotes this from the worker's log
         raise ValueError(f"unknown worker mode {mode!r}")
     # Every runtime built in this process streams its lifecycle events to the parent, so a hang
