@@ -74,7 +74,13 @@ def validate_choice(value: str, source: str, choices: Sequence[str]) -> str:
 
 
 def validate_directory(value: str, source: str) -> str:
-    """A directory path, created later when missing; an existing file is refused."""
+    """A directory path, created later when missing; an existing file is refused. An empty value
+    is refused too: it is an unset shell variable (``--out "$DIR"``), and read as a path it would
+    be the cwd, where reports (and the moves of earlier ones) would land among the user's files."""
+    if not value.strip():
+        raise UsageError(
+            f"{source} {value!r} is empty (an unset variable?)", f"pass a directory path, e.g. {source} fd-conformance-report"
+        )
     if os.path.exists(value) and not os.path.isdir(value):
         raise UsageError(f"{source} {value!r} is an existing file", "give a directory path")
     return value

@@ -286,7 +286,7 @@ def test_empty_cases_file_is_nothing_to_certify(model_dir: Path) -> None:
     selection.write_text("# no model changed\n")
     out = model_dir / "report"
     (out).mkdir()
-    (out / "conformance.json").write_text("{}")  # stale: must be replaced
+    _passing_document(out)  # an earlier run's report: moved to previous/, never passing for this run
     proc = run_cli(model_dir, "--cases-file", str(selection), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"nothing to certify: {selection} selects no case" in proc.stdout
@@ -370,10 +370,12 @@ def test_internal_error_mid_session_is_never_a_pass(model_dir: Path) -> None:
 
 
 def test_usage_error_names_the_reason_and_removes_stale_reports(model_dir: Path) -> None:
+    from fd_conformance.cli.run import EMPTY_JUNIT
+
     out = model_dir / "report"
     out.mkdir()
-    for name in ("conformance.json", "certificate.md", "junit.xml"):
-        (out / name).write_text("stale: from an earlier, passing run")
+    _passing_document(out)  # stale: from an earlier, passing run
+    (out / "junit.xml").write_text(EMPTY_JUNIT)
     proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", str(out), "--", "--no-such-option")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
@@ -492,7 +494,8 @@ def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Pa
     run on the same --out is refused (exit 5), and `report` on results.jsonl gives the same rows."""
     out = model_dir / "report"
     out.mkdir()
-    (out / "conformance.json").write_text('{"from": "an earlier, finished run"}')
+    _passing_document(out)  # an earlier, finished run's report
+    earlier = (out / "conformance.json").read_text()
     tmp = model_dir / "tmp"
     tmp.mkdir()
     # A case whose build takes a minute, listed first: the framework-free config checks report at
@@ -531,7 +534,11 @@ def test_interrupted_run_writes_a_partial_report_and_report_agrees(model_dir: Pa
     validate_document(document)
     assert document["run"]["status"] == "interrupted" and document["run"]["not_run"]
     assert "incomplete" in _rows(document).values() and "certified" not in _rows(document).values()
-    assert json.loads((out / "previous" / "conformance.json").read_text()) == {"from": "an earlier, finished run"}
+    assert (out / "previous" / "conformance.json").read_text() == earlier
+    _assert_interrupted_junit(out / "junit.xml", document, signal.Signals(signum).name)
+    # Issue 24 item 11: every temp path of the run (the isolation workers' dirs, the torch
+    # FileStore, pytest's own) was under the run's temp root, which the run removed.
+    assert not list(tmp.iterdir()), f"temp paths left behind: {sorted(p.name for p in tmp.iterdir())}"
     assert "moved to" in stdout
     again = _report_cli(model_dir, str(results), "--out", str(model_dir / "rebuilt"))
     assert again.returncode == 3, again.stdout + again.stderr
@@ -669,7 +676,8 @@ def test_next_run_removes_the_temp_dir_of_a_sigkilled_run(tmp_path: Path, monkey
     """SIGKILL runs no handler, so that run's temp dir stays: the next run removes it, and only it."""
     import tempfile
 
-    from fd_conformance.cli.run import OWNER_NAME, TEMP_PREFIX, remove_stale_temp_dirs
+    from fd_conformance.cli.run import TEMP_PREFIX, remove_stale_temp_dirs
+    from fd_conformance.tempdirs import OWNER_NAME
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -693,3 +701,134 @@ def test_newcomer_script_passes() -> None:
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "newcomer: OK" in proc.stdout
+
+
+# --- issue 24: data and the filesystem (--out '', foreign files in --out, the interrupted junit.xml) ---
+
+
+def _assert_interrupted_junit(path: Path, document: dict[str, object], signame: str) -> None:
+    """The partial junit.xml agrees with conformance.json: every result that ended, every planned
+    check that did not run (skipped, saying why), and an errored session case naming the signal."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    (suite,) = root.iter("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties") or []}
+    assert properties["fd_status"] == "interrupted" and properties["fd_interrupted"] == signame
+    cases = {f"{c.get('classname')}::{c.get('name')}": c for c in suite.iter("testcase")}
+    results = document["results"]
+    not_run = document["run"]["not_run"]  # type: ignore[index]
+    assert int(suite.get("tests", "0")) == len(cases) == len(results) + len(not_run) + 1  # type: ignore[arg-type]
+    session = cases["fd-conformance::session"].find("error")
+    assert session is not None and f"interrupted by {signame}" in (session.get("message") or "")
+    failed = {r["nodeid"] for r in results if r["outcome"] == "failed"}  # type: ignore[attr-defined, index]
+    junit_failed = {n for n, c in cases.items() if c.find("failure") is not None}
+    assert junit_failed == {nodeid.replace(".py::", "::", 1) for nodeid in failed}
+    skipped_not_run = [c for c in cases.values() if (s := c.find("skipped")) is not None and s.get("type") == "fd.not_run"]
+    assert len(skipped_not_run) == len(not_run) > 0  # type: ignore[arg-type]
+    assert int(suite.get("failures", "0")) == len(failed) and suite.get("errors") == "1"
+
+
+def test_empty_out_is_a_usage_error_not_the_cwd(model_dir: Path) -> None:
+    """`--out "$REPORT_DIR"` with the variable unset: one line naming --out and the fix, exit 2,
+    and nothing (no lock, no report, no previous/) lands in the cwd; the pytest route's
+    --fd-report= is refused the same way."""
+    before = sorted(p.name for p in model_dir.iterdir())
+    proc = run_cli(model_dir, "--model", "author_models.tiny:CASE", "--out", "", "--device", "cpu")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == (
+        "fd-conformance run: error: --out '' is empty (an unset variable?); fix: pass a directory path, "
+        "e.g. --out fd-conformance-report"
+    )
+    assert sorted(p.name for p in model_dir.iterdir()) == before
+    pytest_route = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "--fd-report=", "-k", "protocol"],
+        cwd=model_dir, capture_output=True, text=True, timeout=300, env={**os.environ, "FD_CONFORMANCE_GPU": "0"},
+    )  # fmt: skip
+    assert pytest_route.returncode == 4, pytest_route.stdout + pytest_route.stderr
+    assert "--fd-report '' is empty (an unset variable?)" in pytest_route.stdout + pytest_route.stderr
+    assert sorted(p.name for p in model_dir.iterdir()) == before
+
+
+FOREIGN_JUNIT = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="jest tests"><testsuite name="ui" tests="1">'
+    '<testcase classname="App" name="renders" time="0.1"/></testsuite></testsuites>\n'
+)
+
+
+def test_out_shared_with_another_tool_never_loses_a_file(model_dir: Path) -> None:
+    """`--out .` in a CI workspace: another tool's junit.xml stops the run (exit 2, one line naming
+    it) and stays byte for byte, however often the run is tried; once it is out of the way, each
+    run moves the earlier run's files (all of them: they carry the kit's marks) to previous/ and
+    keeps the older previous/ as previous-<time>/, so three runs leave three complete reports."""
+    from fd_conformance.cli.run import RUN_FILES
+
+    ci = model_dir / "ci"
+    ci.mkdir()
+    (ci / "junit.xml").write_text(FOREIGN_JUNIT)
+    spec = f"{model_dir / 'author_models' / 'tiny.py'}:CASE"
+    args = ("--model", spec, "--out", ".", "--device", "cpu", "--", "-k", "protocol")
+    for _ in range(2):
+        refused = run_cli(ci, *args)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert f"--out '{ci}' holds junit.xml, which fd-conformance did not write" in line, line
+        assert "fix: pass another --out" in line
+        assert (ci / "junit.xml").read_text() == FOREIGN_JUNIT and not (ci / "previous").exists()
+    (ci / "junit.xml").rename(ci / "ui-junit.xml")  # the user moves it out of the way
+    snapshots = []
+    for attempt in range(3):
+        proc = run_cli(ci, *args)
+        # -k makes rows incomplete (issue 24 item 1): the verdict is not this test's point, only
+        # that the run judged the session it wrote.
+        assert proc.returncode == json.loads((ci / "conformance.json").read_text())["exit_code"], proc.stdout + proc.stderr
+        assert ("moved to" in proc.stdout) == (attempt > 0) and ("is kept in" in proc.stdout) == (attempt > 1)
+        snapshots.append({name: (ci / name).read_bytes() for name in RUN_FILES})
+    assert {name: (ci / "previous" / name).read_bytes() for name in RUN_FILES} == snapshots[1]
+    (older,) = ci.glob("previous-*")
+    assert {name: (older / name).read_bytes() for name in RUN_FILES} == snapshots[0]
+    assert (ci / "ui-junit.xml").read_text() == FOREIGN_JUNIT
+
+
+def test_only_the_kits_own_files_are_recognised(tmp_path: Path) -> None:
+    """kit_wrote on the kit's real writers' output (write_reports, the results log, the empty and
+    the interrupted junit) versus files of the same names other tools write."""
+    from fd_conformance.cli.junit import write_interrupted_junit
+    from fd_conformance.cli.run import EMPTY_JUNIT, LOG_HEADER, keep_previous, kit_wrote
+    from fd_conformance.errors import UsageError
+    from fd_conformance.isolation.results import ResultLog, plan_record
+    from fd_conformance.report import CheckResult, write_reports
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    theirs.mkdir()
+    result = CheckResult(nodeid="t.py::test_protocol[m-cpu]", case="m", device="cpu", check="protocol", outcome="passed")
+    document = write_reports(ours, [result])
+    log = ResultLog(ours / "results.jsonl")
+    log.append(plan_record([{"nodeid": result.nodeid, "case": "m", "device": "cpu", "check": "protocol", "expected": []}], False))
+    log.close()
+    (ours / "pytest.log").write_text(f"{LOG_HEADER}, started now\n.\n1 passed in 0.01s\n")
+    (ours / "junit.xml").write_text(EMPTY_JUNIT)
+    assert all(
+        kit_wrote(ours / name) for name in ("conformance.json", "certificate.md", "results.jsonl", "pytest.log", "junit.xml")
+    )
+    write_interrupted_junit(ours / "junit.xml", document, "SIGINT")
+    assert kit_wrote(ours / "junit.xml")
+    foreign = {
+        "conformance.json": '{"from": "another tool", "schema_version": 3}',
+        "certificate.md": "# Release certificate\nsigned\n",
+        "results.jsonl": '{"test": "a", "status": "ok"}\n',
+        "pytest.log": "============ test session starts ============\n1 passed in 0.01s\n",
+        "junit.xml": FOREIGN_JUNIT,
+    }
+    for name, text in foreign.items():
+        (theirs / name).write_text(text)
+        assert not kit_wrote(theirs / name), name
+    (theirs / "results.jsonl").write_text("not json at all\n")
+    assert not kit_wrote(theirs / "results.jsonl")
+    # A folder named previous/ that the user keeps other things in is never renamed.
+    (ours / "previous").mkdir()
+    (ours / "previous" / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match=r"holds previous/notes.txt, which fd-conformance did not write"):
+        keep_previous(ours)
+    assert (ours / "previous" / "notes.txt").read_text() == "mine" and (ours / "conformance.json").exists()

@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -31,6 +30,7 @@ from types import FrameType
 from typing import IO, Any
 
 from fd_conformance.cases import load_spec, read_selection
+from fd_conformance.cli.junit import SUITE_NAME as JUNIT_SUITE  # the run's junit.xml is marked with it (kit_wrote)
 from fd_conformance.errors import (
     EXIT_INCOMPLETE,
     EXIT_LOCKED,
@@ -39,8 +39,10 @@ from fd_conformance.errors import (
     EXIT_USAGE,
     EXIT_VIOLATIONS,
     UsageError,
+    validate_directory,
     validate_int,
 )
+from fd_conformance.tempdirs import TEMP_ENV, make_owned_dir, remove_stale
 
 # The imports inside functions below are for speed, not to break a circle: cli/__init__ loads this
 # module for every subcommand (`lint`, `--help`), and only `run` needs the reports, the runtime
@@ -55,7 +57,9 @@ WORKERS_HELP = (
 )
 OUT_HELP = (
     "directory for conformance.json, junit.xml, certificate.md, results.jsonl and pytest.log (default: "
-    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/"
+    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/ "
+    "(an older DIR/previous/ is kept as DIR/previous-TIMESTAMP/); a file of those names that the kit did not write "
+    "stops the run"
 )
 CYCLES_HELP = "weight-update cycles for the weight-cycle check, at least 3 (default 5)"
 MUTANTS_HELP = "also run the bundled mutants; passes only if each reports exactly its expected findings"
@@ -85,8 +89,9 @@ REPORT_FILES = ("conformance.json", "certificate.md", "junit.xml")
 RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # what one run leaves in --out
 LOCK_NAME = ".fd-conformance.lock"
 PREVIOUS_DIR = "previous"
+# The first line of OUT/pytest.log: what tells a later run that the log is the kit's (see kit_wrote).
+LOG_HEADER = "# fd-conformance run: pytest's output"
 TEMP_PREFIX = "fd-conformance-run-"
-OWNER_NAME = "owner.pid"  # in the temp dir: which run made it, so a later run can tell it is stale
 POLL_S = 0.25  # how often results.jsonl is read for progress while pytest runs
 GRACE_S = 5.0  # after SIGTERM to the child's group, before SIGKILL
 # The kit's own ini: the certification must not inherit the user's pytest.ini addopts (e.g. a
@@ -162,6 +167,8 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
         cmd += list(NO_HYPOTHESIS_PLUGIN)
     cmd += [f"--fd-model={absolute_spec(spec)}" for spec in args.model]
     cmd += [f"--fd-runtime={args.runtime}", f"--fd-cycles={args.cycles}", f"--fd-report={out}", f"--junitxml={out / 'junit.xml'}"]
+    # The suite name marks the junit.xml as the kit's, so a later run moves it aside (kit_wrote).
+    cmd.append(f"--override-ini=junit_suite_name={JUNIT_SUITE}")
     # Always a results log: progress reads it live, an interruption is rebuilt from it, and
     # `fd-conformance report` gives the same verdicts from it later. --fd-allow-empty: this
     # command judges "nothing ran" itself, with its own message.
@@ -207,8 +214,7 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
         )
     if args.workers not in (None, "0") and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {str(out)!r} is an existing file", "give a directory path")
+    validate_directory(str(out), "--out")
     _validate_specs(args.model)
 
 
@@ -302,25 +308,91 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # noqa: UP017 - datetime.UTC is 3.11+; requires-python is >=3.10
 
 
-def keep_previous(out: Path) -> Path | None:
-    """An earlier run's files in --out move to OUT/previous/ (replacing an older copy there):
-    a rerun must not silently destroy the last certificate, nor may a stale report pass for
-    this run's result. Returns the directory they moved to, or None when there were none."""
-    found = [out / name for name in RUN_FILES if (out / name).exists()]
-    if not found:
-        return None
-    previous = out / PREVIOUS_DIR
+def kit_wrote(path: Path) -> bool:
+    """Whether ``path`` (one of RUN_FILES) is recognisably this kit's: --out may be a directory the
+    user shares with other tools (``--out .`` beside another tool's junit.xml), and a file the kit
+    did not write is never moved nor overwritten. Each kind carries its own marker: conformance.json
+    its schema_version and kit_version, certificate.md its title, junit.xml the kit's suite name (or
+    its fd_case properties), results.jsonl a first record of the kit's schema, pytest.log LOG_HEADER.
+    An empty file holds nothing to lose."""
     try:
-        if previous.exists():
-            shutil.rmtree(previous)
-        previous.mkdir()
-        for path in found:
+        if not path.is_file():
+            return False
+        if path.stat().st_size == 0:
+            return True
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            if path.name == "conformance.json":
+                document = json.load(handle)
+                return (
+                    isinstance(document, dict)
+                    and "schema_version" in document
+                    and "kit_version" in document.get("environment", {})
+                )
+            if path.name == "certificate.md":
+                return handle.readline().rstrip("\n") == "# fd-conformance certificate"
+            if path.name == "junit.xml":
+                text = handle.read()
+                return f'<testsuite name="{JUNIT_SUITE}"' in text or '<property name="fd_case"' in text
+            if path.name == RESULTS_NAME:
+                first = json.loads(handle.readline())
+                return isinstance(first, dict) and "schema" in first and ("kind" in first or "nodeid" in first)
+            if path.name == LOG_NAME:
+                return handle.readline().startswith(LOG_HEADER)
+    except (OSError, ValueError, AttributeError):  # unreadable, or not the JSON the kit writes
+        return False
+    return False
+
+
+def keep_previous(out: Path) -> tuple[Path | None, Path | None]:
+    """An earlier run's files in --out move to OUT/previous/: a rerun must not silently destroy
+    the last certificate, nor may a stale report pass for this run's result. An older previous/
+    is kept, renamed OUT/previous-<when its run ended>/: no run deletes history. A file of the
+    run's names that the kit did not write (another tool's junit.xml in ``--out .``) stops the run
+    before anything moves, since the run would overwrite it; so does a previous/ holding other
+    names than the run's (the user's own folder). Returns where the files moved and where
+    the older previous/ went (each None when nothing moved)."""
+    present = [out / name for name in RUN_FILES if (out / name).exists() or (out / name).is_symlink()]
+    previous = out / PREVIOUS_DIR
+    foreign = [path.name for path in present if not kit_wrote(path)]
+    if previous.is_symlink() or (previous.exists() and not previous.is_dir()):
+        foreign.append(PREVIOUS_DIR)
+    elif previous.is_dir() and present:
+        # Only the kit fills previous/, so it holds only RUN_FILES names; anything else means the
+        # folder is the user's (``--out .`` in a project with its own previous/): not renamed.
+        foreign += [f"{PREVIOUS_DIR}/{entry.name}" for entry in previous.iterdir() if entry.name not in RUN_FILES]
+    if foreign:
+        raise UsageError(
+            f"--out {str(out)!r} holds {', '.join(sorted(foreign))}, which fd-conformance did not write (a run would overwrite "
+            f"or move {'it' if len(foreign) == 1 else 'them'})",
+            "pass another --out (e.g. --out fd-conformance-report), or move those files away",
+        )
+    if not present:
+        return None, None
+    retired = None
+    try:
+        if previous.is_dir() and any(previous.iterdir()):
+            retired = _retired_name(previous)
+            previous.rename(retired)
+        previous.mkdir(exist_ok=True)
+        for path in present:
             path.replace(previous / path.name)
     except OSError as err:
         raise UsageError(
             f"cannot move the earlier reports in --out {str(out)!r} aside ({err.strerror})", "pass a directory you can write to"
         ) from None
-    return previous
+    return previous, retired
+
+
+def _retired_name(previous: Path) -> Path:
+    """previous-<UTC time its newest file was written>, the end of the run it holds (a rename keeps
+    mtimes), so the older generations sort by age; -2, -3... when two ended in the same second."""
+    stamps = [entry.stat().st_mtime for entry in previous.iterdir()] or [previous.stat().st_mtime]
+    stamp = _dt.datetime.fromtimestamp(max(stamps), _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # noqa: UP017 - as _now()
+    candidate, n = previous.with_name(f"{PREVIOUS_DIR}-{stamp}"), 1
+    while candidate.exists():
+        n += 1
+        candidate = previous.with_name(f"{PREVIOUS_DIR}-{stamp}-{n}")
+    return candidate
 
 
 class Interrupted:
@@ -379,6 +451,9 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
     stop = Interrupted()
     stop.install()
     log = None if verbose else (out / LOG_NAME).open("wb")
+    if log is not None:
+        log.write(f"{LOG_HEADER}, started {_now()}\n".encode())  # the kit's mark (kit_wrote)
+        log.flush()  # before the child inherits the descriptor and appends after it
     try:
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT if log else None,
@@ -406,38 +481,39 @@ def remove_stale_temp_dirs() -> None:
     """The temp dirs of runs that were SIGKILLed (no handler runs then, so their dir stays):
     removed by the next run. Only a dir whose owner.pid names a process that is gone, so a
     live run's dir (this user's or another's) is never touched."""
-    for path in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
-        try:
-            pid = int((path / OWNER_NAME).read_text(encoding="utf-8"))
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except (OSError, ValueError):
-            continue  # no owner file (an older kit's), unreadable, or another user's live process
+    remove_stale(TEMP_PREFIX)
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out).resolve()
+    out = Path(validate_directory(args.out, "--out")).resolve()  # first: '' would resolve to the cwd
     _validate(args, out)
     selection = read_selection(args.cases_file) if args.cases_file is not None else None
     with OutLock(out):
-        moved = keep_previous(out)
+        moved, retired = keep_previous(out)
         if moved is not None and not args.quiet:
-            print(f"fd-conformance run: the earlier run's reports in {out} moved to {moved}")
+            older = f" (the run before it is kept in {retired}; delete what you no longer need)" if retired else ""
+            print(f"fd-conformance run: the earlier run's reports in {out} moved to {moved}{older}")
         if selection == []:
             return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
         env = dict(os.environ)
         # module:attr specs name modules relative to where the user stands, as `python -m` would.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
         remove_stale_temp_dirs()
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as ini_dir:
-            (Path(ini_dir) / OWNER_NAME).write_text(str(os.getpid()), encoding="utf-8")
+        run_dir = make_owned_dir(TEMP_PREFIX)
+        try:
+            # Every temp path of the run (isolation workers' dirs, pytest's tmp_path, a torch
+            # FileStore, a model's files) is made under the run's own dir, which this process
+            # removes however the child ended: a SIGTERMed pytest cleans up nothing itself.
+            env[TEMP_ENV] = str(run_dir / "tmp")
+            (run_dir / "tmp").mkdir()
             # pytest runs from the kit's own directory with the kit's ini: neither the user's
             # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
-            args.ini_dir = Path(ini_dir)
+            args.ini_dir = run_dir
             (args.ini_dir / "pytest.ini").write_text(KIT_INI, encoding="utf-8")
             cmd = pytest_command(args, out)
-            returncode, signum = run_child(cmd, env, ini_dir, out, bool(args.verbose), bool(args.quiet))
+            returncode, signum = run_child(cmd, env, str(run_dir), out, bool(args.verbose), bool(args.quiet))
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
         if signum is not None:
             return report_interrupted(out, signum, bool(args.quiet))
         log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
@@ -471,6 +547,7 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
 
     name = signal.Signals(signum).name
+    from fd_conformance.cli.junit import write_interrupted_junit
     log = ResultLog(out / RESULTS_NAME)
     log.append(session_record(INTERRUPTED, name))
     log.close()
@@ -479,7 +556,6 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     except IncompleteInput:
         parsed = ResultsFile(out / RESULTS_NAME)
     results = results_of_file(parsed)
-    (out / "junit.xml").unlink(missing_ok=True)  # pytest never finished it: no half-written XML
     document = write_reports(out, results, parsed.expect_mutants, interrupted=name)
     if not quiet and results:
         print(format_matrix(results, parsed.expect_mutants))
@@ -490,8 +566,11 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     elif not_run:
         print(f"fd-conformance run: interrupted by {name}; {not_run_summary(not_run)}", file=sys.stderr)
     print(verdict_line(document))
-    for name_ in ("conformance.json", "certificate.md", RESULTS_NAME):
+    for name_ in (*REPORT_FILES, RESULTS_NAME):
         print(f"  {out / name_}")
+    # pytest never finished its junit.xml (its group was ended): the partial one, from the same
+    # document as conformance.json, marked interrupted, replaces whatever pytest left.
+    write_interrupted_junit(out / "junit.xml", document, name)
     return 128 + signum
 
 
