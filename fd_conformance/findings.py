@@ -129,8 +129,20 @@ register_rule(
 # Lifecycle rules over recorded runtime calls (fd_conformance.lifecycle).
 register_rule("FDC201", E, "graph alive when a parameter it captured is released", "lifecycle")
 register_rule("FDC202", E, "graph alive when a comm group it captured is shut down", "lifecycle")
-register_rule("FDC203", E, "graph still alive after clear_graph_opt_backend()", "lifecycle")
+register_rule("FDC203", E, "graph still alive after clear_graph_opt_backend() or the runner's clear_parameters()", "lifecycle")
 register_rule("FDC204", E, "graph replayed after its captured buffers were released or replaced", "lifecycle")
+register_rule(
+    "FDC205",
+    W,
+    "runner's clear_parameters() strands graphs when a graph flag is switched off after capture (flags fixed by config)",
+    "lifecycle",
+)
+register_rule(
+    "FDC206",
+    E,
+    "runner's clear_parameters() strands graphs when a graph flag is switched off after capture (flags switch at run time)",
+    "lifecycle",
+)
 # Suite checks on a real runtime (fd_conformance.suite).
 register_rule("FDC301", E, "graph replay differs from eager forward", "suite")
 register_rule("FDC302", E, "graph memory not returned after clear", "suite")

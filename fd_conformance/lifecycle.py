@@ -20,6 +20,11 @@ moment they happen, naming the graph, its owner (main/draft) and the event that 
   addresses the replay event carries, so it works on a real GPU, where such a replay does not
   raise but silently reads freed or foreign memory.
 
+A graph alive after a clear is blamed on the call at fault (:class:`Survivor`): the suites say
+which object holds it (main model, draft model, or the runner itself) and whether that model's own
+clear destroys it when called -- if it does, the runner's ``clear_parameters()`` left it (FDC203
+naming the runner; FDC205/FDC206 when a graph flag was switched off after capture), not the clear.
+
 The recorder is framework-neutral: it never touches tensors, only events.
 """
 
@@ -45,6 +50,11 @@ FIX_SHUTDOWN = (
 )
 FIX_CLEAR = "clear_graph_opt_backend() must reset every graph it owns, draft included, whatever the graph flags say now"
 FIX_STALE = "recapture graphs after reloading weights (update_parameters must call capture_model())"
+FIX_RUNNER_CLEAR = (
+    "{runner}.clear_parameters() must call every wrapper's clear_graph_opt_backend() (main AND draft) "
+    "unconditionally, before releasing weights: clearing a model without graphs is a safe no-op"
+)
+FIX_RUNNER_HELD = "{runner}.clear_parameters() must reset every graph the runner holds itself, before releasing weights"
 
 
 #: Parameter names an FDC201 finding spells out; the rest are counted.
@@ -147,19 +157,19 @@ class LifecycleRecorder:
         return [f.finding() if isinstance(f, _ReleaseBreach) else f for f in self._findings]
 
     # --- rules --------------------------------------------------------------------------
-    def check_cleared(self, owner: str | None = None) -> list[Finding]:
-        """FDC203 for every graph (of ``owner``, or any) still alive; call right after clear.
+    def check_cleared(
+        self, owner: str | None = None, after: str = "clear_graph_opt_backend()", fix: str = FIX_CLEAR
+    ) -> list[Finding]:
+        """FDC203 for every graph (of ``owner``, or any) still alive; call right after ``after``
+        (the call that should have destroyed them, named in the message with ``fix``).
         The findings are returned and also kept in :meth:`findings`."""
         last = self.last_event
         at = last.seq if last is not None else -1
         found = [
             make_finding(
-                "FDC203",
-                f"{graph.describe()} is still alive after clear_graph_opt_backend() (checked after event #{at})",
-                FIX_CLEAR,
-                graph.where,
+                "FDC203", f"{graph.describe()} is still alive after {after} (checked after event #{at})", fix, graph.where
             )
-            for graph in self._surviving_graphs(owner)
+            for graph in self.surviving_graphs(owner)
         ]
         self._findings.extend(found)
         return found
@@ -215,7 +225,7 @@ class LifecycleRecorder:
                     )
                 )
 
-    def _surviving_graphs(self, owner: str | None) -> list[LiveGraph]:
+    def surviving_graphs(self, owner: str | None = None) -> list[LiveGraph]:
         """Live graphs of ``owner`` that survive a garbage collection.
 
         An unreachable graph is being destroyed (its finalizer emits GRAPH_DESTROYED, re-entering
@@ -227,7 +237,7 @@ class LifecycleRecorder:
         return self.live_graphs(owner)
 
     def _check_clear_mark(self, event: RuntimeEvent) -> None:
-        for graph in self._surviving_graphs(event.owner or None):
+        for graph in self.surviving_graphs(event.owner or None):
             self._findings.append(
                 make_finding(
                     "FDC203",
@@ -261,3 +271,39 @@ class LifecycleRecorder:
                     graph.where,
                 )
             )
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A graph alive after a call that had to destroy it, with who holds it, so the finding names
+    the call at fault: a runner that never calls the draft's clear must not read as a broken clear.
+
+    ``role`` is "main" or "draft" when that model object alone holds the graph, else "runner";
+    ``holder`` says which object holds it ("the draft model AcmeMTP", "the runner Engine");
+    ``own_clear`` is the holding model's clear ("AcmeMTP.clear_graph_opt_backend()"), "" when no
+    model alone holds it; ``destroyer`` is the model clear that destroyed it when the kit called it
+    afterwards, "" when none did.
+    """
+
+    graph: LiveGraph
+    role: str
+    holder: str
+    own_clear: str
+    destroyer: str
+
+    @property
+    def runner_at_fault(self) -> bool:
+        """The runner's call left it: a model's clear destroys it, or no model alone holds it."""
+        return bool(self.destroyer) or not self.own_clear
+
+    def finding(self, code: str, after: str, runner: str, context: str = "") -> Finding:
+        """``code`` for this graph alive after ``after`` (e.g. ``"Engine.clear_parameters()"``) of the
+        runner class ``runner``; ``context`` says when (a flag switched off, a weight cycle)."""
+        what = f"{self.graph.describe()}, held by {self.holder}, is still alive after {after}{context}"
+        if self.destroyer:
+            why, fix = f"{self.destroyer} destroys it when called, so {after} did not call it", FIX_RUNNER_CLEAR
+        elif self.own_clear:
+            why, fix = f"{self.own_clear} does not destroy it either", FIX_CLEAR
+        else:
+            why, fix = "no model's clear_graph_opt_backend() destroys it", FIX_RUNNER_HELD
+        return make_finding(code, f"{what}; {why}", fix.format(runner=runner), self.graph.where)

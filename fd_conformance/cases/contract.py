@@ -87,6 +87,11 @@ class ModelCase:
     # Matrix columns this case is certified on; None means all. A config-only mutant names
     # {"config"} so its good model underneath is not re-certified by every other check.
     checks: frozenset[str] | None = None
+    # True when the engine switches use_cudagraph / draft_model_use_cudagraph while serving, after
+    # graphs were captured under them. A runner that keys each clear on the flag it reads at clear
+    # time then strands graphs for real: FDC206 (an error) instead of the FDC205 warning that
+    # fixed-config engines (FastDeploy's runner has that shape) get.
+    switches_graph_flags_at_run_time: bool = False
 
     @property
     def module(self) -> str:

@@ -9,11 +9,14 @@ import gc
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.runtime.base import EventBus, Graph, Group, MemoryStats, Runtime
 from fd_conformance.verdict import CheckVerdict
+
+if TYPE_CHECKING:
+    from fd_conformance.lifecycle import Survivor
 
 # The resolution is the smallest leak reported: a delta of at least this many bytes is a leak.
 # On a GPU, memory is read from the caching allocator after synchronize + gc + empty_cache(); the
@@ -145,8 +148,12 @@ def alive_graphs(refs: Iterable[weakref.ref[Graph]]) -> list[Graph]:
     return [g for g in (r() for r in refs) if g is not None and g.alive]
 
 
-def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str) -> None:
-    """FDC203 for graphs alive at a point where none may be, unless the recorder said so already."""
+CLEAR_HINT = "reset every graph (main and draft) in clear_graph_opt_backend(), whatever the graph flags"
+
+
+def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str, fix: str = CLEAR_HINT) -> None:
+    """FDC203 for graphs alive at a point where none may be, unless the recorder said so already.
+    ``fix`` names the call at fault: the clear (default) or the runner's clear_parameters()."""
     if "FDC203" in verdict.error_codes:
         return
     for graph in alive:
@@ -154,10 +161,101 @@ def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], afte
             make_finding(
                 "FDC203",
                 f"graph {graph.label!r} ({graph.owner}) is still alive after {after}",
-                "reset every graph (main and draft) in clear_graph_opt_backend(), whatever the graph flags",
+                fix,
                 Location(obj=f"{graph.owner}:{graph.label}"),
             )
         )
+
+
+def clear_call_name(model: Any) -> str:
+    """``"AcmeMTP.clear_graph_opt_backend()"``: the clear an engine reaches on ``model``, as the
+    findings name it (the spelling the model defines; the canonical one when it has none)."""
+    from fd_conformance.protocol import CANONICAL, resolve_clear_method
+
+    method = resolve_clear_method(model)
+    name = getattr(method, "__name__", "") if method is not None else ""
+    return f"{type(model).__qualname__}.{name if isinstance(name, str) and name.startswith('clear_') else CANONICAL}()"
+
+
+def graph_holders(subject: Any, graph_ids: Iterable[int]) -> dict[int, tuple[str, str, str]]:
+    """graph id -> (role, holder, own clear) by which object holds it (see graphs_by_model): a
+    model alone, both models, the runner, or none of them (a global the kit cannot name)."""
+    draft = subject.draft
+    main_ids = _graphs_reachable(subject.wrapper, avoid=draft)
+    draft_ids = _graphs_reachable(draft, avoid=subject.wrapper) if draft is not None else set()
+    runner_ids: set[int] | None = None  # walked only when a graph is held by neither model
+    runner = f"the runner {type(subject.runner).__qualname__}"
+    out: dict[int, tuple[str, str, str]] = {}
+    for key in graph_ids:
+        if key in main_ids and key not in draft_ids:
+            out[key] = ("main", f"the main model {type(subject.wrapper).__qualname__}", clear_call_name(subject.wrapper))
+        elif key in draft_ids and key not in main_ids:
+            out[key] = ("draft", f"the draft model {type(draft).__qualname__}", clear_call_name(draft))
+        elif key in main_ids:
+            out[key] = ("runner", f"both models ({type(subject.wrapper).__qualname__} and {type(draft).__qualname__})", "")
+        else:
+            if runner_ids is None:
+                runner_ids = _graphs_reachable(subject.runner, avoid=None)
+            out[key] = ("runner", runner if key in runner_ids else f"no object the kit can reach from {runner}", "")
+    return out
+
+
+def survivors(recorder: Any, subject: Any) -> list[Survivor]:
+    """Graphs the recorder sees alive now, each with its holder and whether its model's own clear
+    destroys it -- learnt by calling each model's clear (main, then draft) and looking again. Why:
+    a graph that the model's clear destroys was left by the RUNNER, and the finding must say so.
+    Call it only after the judged call returned: it clears the models."""
+    from fd_conformance.lifecycle import Survivor
+    from fd_conformance.protocol import resolve_clear_method
+
+    live = recorder.surviving_graphs()
+    if not live:
+        return []
+    holders = graph_holders(subject, [g.graph_id for g in live])
+    destroyer: dict[int, tuple[str, Any]] = {}  # graph id -> (role, model) whose clear destroyed it
+    for role, model in models_of(subject):
+        method = resolve_clear_method(model)
+        if method is None:
+            continue  # no clear at all is the protocol check's FDC001
+        try:
+            method()
+        except Exception:  # noqa: BLE001 - a clear that raises is C2's FDC303; it destroyed nothing here
+            continue
+        still = {g.graph_id for g in recorder.surviving_graphs()}
+        for graph in live:
+            if graph.graph_id not in still:
+                destroyer.setdefault(graph.graph_id, (role, model))
+    found = []
+    for graph in live:
+        role, holder, own_clear = holders[graph.graph_id]
+        by_role, by_model = destroyer.get(graph.graph_id, ("", None))
+        if by_model is not None and role == "runner":
+            # A graph the runner banks FOR a model (that model's clear destroys it) is that model's.
+            role, holder = by_role, f"{holder} for the {by_role} model {type(by_model).__qualname__}"
+        found.append(Survivor(graph, role, holder, own_clear, clear_call_name(by_model) if by_model is not None else ""))
+    return found
+
+
+#: The codes of the teardown-order rules the recorder derives during a runner's clear_parameters().
+TEARDOWN_CODES = frozenset({"FDC201", "FDC202", "FDC203"})
+
+
+def teardown_findings(recorder: Any, subject: Any, since: int = 0, label: str = "") -> list[Finding]:
+    """The teardown-order findings of the runner's clear_parameters() that just returned: FDC201/
+    FDC202/FDC203 the recorder derived from its finding number ``since`` on, then FDC203 for every
+    graph alive now, blamed on ``Runner.clear_parameters()`` when the model's own clear destroys it
+    (see :func:`survivors`). ``label`` ("weight cycle 2") prefixes every message."""
+    import dataclasses
+
+    found = [f for f in recorder_findings(recorder)[since:] if f.code in TEARDOWN_CODES]
+    reported = {f.location for f in found if f.code == "FDC203"}  # a clear's own end mark said it already
+    runner = type(subject.runner).__qualname__
+    found += [
+        left.finding("FDC203", f"{runner}.clear_parameters()", runner)
+        for left in survivors(recorder, subject)
+        if left.graph.where not in reported
+    ]
+    return [dataclasses.replace(f, message=f"{label}: {f.message}") for f in found] if label else found
 
 
 def compare_outputs(

@@ -72,6 +72,10 @@ def mutant_draft_guarded_by_main_flag(runtime: Runtime) -> Any:
     return _mtp_with_runner(runtime, "DraftGuardedByMainFlagRunner", use_cudagraph=False, draft_model_use_cudagraph=True)
 
 
+def mutant_clears_by_current_flags(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "ClearsByCurrentFlagsRunner")
+
+
 def mutant_group_shutdown_first(runtime: Runtime) -> Any:
     return _mtp_with_runner(runtime, "GroupShutdownFirstRunner")
 
@@ -169,8 +173,25 @@ def torch_cases() -> list[ModelCase]:
             "mutant-draft-guarded-by-main-flag",
             mutant_draft_guarded_by_main_flag,
             draft,
-            ("FDC201", "FDC202", "FDC203"),
+            ("FDC201", "FDC202", "FDC203", "FDC205"),
             "draft clear under main flag (main graphs off)",
+        ),
+        case(
+            "mutant-clears-by-current-flags",
+            mutant_clears_by_current_flags,
+            draft,
+            ("FDC205",),
+            "FastDeploy's runner shape: each clear keyed on the flag now (a warning: flags fixed by config)",
+        ),
+        dataclasses.replace(
+            case(
+                "mutant-clears-by-current-flags-run-time",
+                mutant_clears_by_current_flags,
+                draft,
+                ("FDC206",),
+                "each clear keyed on the flag now, on an engine that switches flags while serving",
+            ),
+            switches_graph_flags_at_run_time=True,
         ),
         case(
             "mutant-group-shutdown-first",

@@ -19,10 +19,9 @@ class DraftClearedAfterReleaseRunner(ReferenceModelRunner):
     """FDC201: the MTP hang -- draft graphs destroyed AFTER the weights they captured were released."""
 
     def clear_parameters(self) -> None:
-        if self.use_cudagraph:
-            clear_graphs_of(self.main)
+        clear_graphs_of(self.main)  # unconditionally, as the good runner: the ORDER is this mutant's one defect
         self._release_weights()
-        if self.draft is not None and self.draft_model_use_cudagraph:
+        if self.draft is not None:
             clear_graphs_of(self.draft)  # defect: after release
         self._shutdown_group()
 
@@ -30,12 +29,25 @@ class DraftClearedAfterReleaseRunner(ReferenceModelRunner):
 class DraftGuardedByMainFlagRunner(ReferenceModelRunner):
     """FDC201 + FDC202: the reviewer's follow-up -- draft clearing nested under the MAIN flag, so with
     use_cudagraph=False and draft_model_use_cudagraph=True the draft's graphs survive the weight
-    release and the group shutdown (build it with exactly those flags)."""
+    release and the group shutdown (build it with exactly those flags). Keyed on the flag read at
+    clear time, it also strands every graph when use_cudagraph is switched off after capture (FDC205)."""
 
     def _clear_graphs(self) -> None:
         if self.use_cudagraph:  # defect: the draft's own flag is never consulted
             if self.draft is not None:
                 clear_graphs_of(self.draft)
+            clear_graphs_of(self.main)
+
+
+class ClearsByCurrentFlagsRunner(ReferenceModelRunner):
+    """FDC205 (FDC206 where the case declares run-time flag switches): FastDeploy's runner shape --
+    each model's graphs are cleared only while its flag is on NOW, so the graphs captured before a
+    flag was switched off outlive clear_parameters()."""
+
+    def _clear_graphs(self) -> None:
+        if self.draft is not None and self.draft_model_use_cudagraph:  # defect: the flag now, not the graphs
+            clear_graphs_of(self.draft)
+        if self.use_cudagraph:
             clear_graphs_of(self.main)
 
 
