@@ -87,6 +87,10 @@ class ModelCase:
     # Matrix columns this case is certified on; None means all. A config-only mutant names
     # {"config"} so its good model underneath is not re-certified by every other check.
     checks: frozenset[str] | None = None
+    # "kit": the subject hands its graphs through graphs() (made with runtime.new_graph). "native":
+    # the model makes torch.cuda.CUDAGraph itself and the runtime observes them (cases/native.py);
+    # a subject without graphs() is taken as native too.
+    graphs: str = "kit"
     # True when the engine switches use_cudagraph / draft_model_use_cudagraph while serving, after
     # graphs were captured under them. A runner that keys each clear on the flag it reads at clear
     # time then strands graphs for real: FDC206 (an error) instead of the FDC205 warning that

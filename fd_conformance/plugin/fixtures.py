@@ -16,7 +16,7 @@ from fd_conformance.verdict import CheckVerdict
 
 if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase, Subject
-    from fd_conformance.runtime.base import Runtime
+    from fd_conformance.runtime.base import GraphObserver, Runtime
 
 
 @pytest.fixture
@@ -65,8 +65,9 @@ RUNNER_MEMBERS = ("use_cudagraph", "draft_model_use_cudagraph", "capture_model",
 
 def missing_subject_members(subject: object) -> list[str]:
     """Protocol members the factory's result lacks ("runner.x" for the runner's): checked up
-    front, so a case author reads one line instead of an AttributeError deep inside a check."""
-    missing = [name for name in SUBJECT_MEMBERS if not hasattr(subject, name)]
+    front, so a case author reads one line instead of an AttributeError deep inside a check.
+    ``graphs`` is optional: a subject without it is certified in native mode."""
+    missing = [name for name in SUBJECT_MEMBERS if name != "graphs" and not hasattr(subject, name)]
     runner = getattr(subject, "runner", None)
     if runner is not None:
         missing += [f"runner.{name}" for name in RUNNER_MEMBERS if not hasattr(runner, name)]
@@ -79,7 +80,24 @@ def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, No
 
     Teardown resets every graph the subject still owns and drops it before the next test: in a
     reused (xdist or isolation) worker a mutant's leftover graphs and pools would otherwise be
-    measured as the NEXT test's memory or live graphs."""
+    measured as the NEXT test's memory or live graphs.
+
+    Native mode (``graphs="native"``, or a subject without ``graphs()``): the runtime observes
+    the framework graphs the model makes itself while the check runs (cases/native.py)."""
+    from fd_conformance.cases.native import declares_native
+
+    observer = start_native(fd_runtime) if declares_native(fd_case) else None
+    try:
+        subject = build_subject(fd_case, fd_runtime)
+    except BaseException:
+        if observer is not None:
+            observer.close()  # the next check installs its own
+        raise
+    yield from native_or_kit(subject, fd_runtime, observer)
+
+
+def build_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
+    """The factory's subject, or a one-line failure naming what is wrong with it."""
     try:
         subject = fd_case.factory(fd_runtime)
     except Exception as err:  # noqa: BLE001 - any factory error is the case author's report, one line
@@ -99,8 +117,46 @@ def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, No
             "fix: return an object with every fd_conformance.cases.Subject member",
             pytrace=False,
         )
-    yield subject
-    release_subject(subject, fd_runtime)
+    if fd_case.has("draft") and subject.draft is None:
+        # Every draft check skips on "no draft model": a case that promises a draft and builds
+        # none would be certified without its draft ever being looked at.
+        pytest.fail(
+            f"{fd_case.name}: the case declares capability 'draft' but its factory returned no draft (Subject.draft is None); "
+            "fix: return the draft model from the factory, or drop 'draft' from ModelCase.capabilities",
+            pytrace=False,
+        )
+    return subject
+
+
+def start_native(runtime: Runtime) -> GraphObserver:
+    """Observe the framework's graphs from now on, or skip: none to observe here (CPU)."""
+    reason = runtime.native_graphs_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    return runtime.observe_native_graphs()
+
+
+def native_or_kit(subject: Subject, runtime: Runtime, observer: GraphObserver | None) -> Generator[Subject, None, None]:
+    """Yield the subject (wrapped for native mode when declared or detected), then release it."""
+    from fd_conformance.cases.native import NativeSubject, hands_no_graphs
+
+    if observer is None and hands_no_graphs(subject):
+        try:
+            observer = start_native(runtime)  # detected: graphs the factory captured were not seen
+        except BaseException:
+            release_subject(subject, runtime)
+            raise
+    if observer is None:
+        yield subject
+        release_subject(subject, runtime)
+        return
+    native = NativeSubject(subject, observer)
+    try:
+        yield native  # forwards every Subject member, graphs() from the observer
+        release_subject(native, runtime)
+    finally:
+        native.close()
+        observer.close()
 
 
 def release_subject(subject: Subject, runtime: Runtime) -> None:

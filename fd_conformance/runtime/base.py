@@ -147,6 +147,12 @@ class Graph(abc.ABC):
     @abc.abstractmethod
     def alive(self) -> bool: ...
 
+    @property
+    def identity(self) -> int:
+        """id() of the object that IS the graph: the one its events name and the ownership walk
+        finds (a native mode stand-in answers for the framework's graph object)."""
+        return id(self)
+
 
 @dataclass
 class EventBus:
@@ -181,6 +187,51 @@ def announce_runtime(bus: EventBus) -> None:
     """Hand a new runtime's bus to every subscriber in :data:`RUNTIME_HOOKS`."""
     for hook in RUNTIME_HOOKS:
         hook(bus)
+
+
+# Framework graph classes a GraphObserver is watching now: the ownership walk (suite/_support)
+# counts their instances as graphs, as it counts the kit's own Graph objects.
+OBSERVED_GRAPH_TYPES: list[type] = []
+
+
+class GraphObserver(abc.ABC):
+    """Native mode: the runtime OBSERVES the graphs a model makes with its framework's own API.
+
+    A model written without the kit (``torch.cuda.CUDAGraph`` directly, weights swapped with
+    ``param.data = new``) never calls ``new_graph`` or ``release_parameter``; while an observer is
+    installed, the adapter derives the same :class:`RuntimeEvent`s from the framework's graph
+    calls and from the storage of the parameters those graphs captured, so the lifecycle rules
+    and the suites read them unchanged. Installed for one check (a context manager).
+    """
+
+    @property
+    @abc.abstractmethod
+    def graph_types(self) -> tuple[type, ...]:
+        """The framework graph classes observed (their instances are graphs to the ownership walk)."""
+
+    @abc.abstractmethod
+    def graphs(self) -> list[Graph]:
+        """A :class:`Graph` stand-in for every framework graph captured while observing, in capture
+        order, alive or not (``reset()`` on one resets the framework's graph)."""
+
+    @abc.abstractmethod
+    def set_roots(self, roots: Sequence[tuple[str, Any]]) -> None:
+        """The models under test as (role, model): they name captured parameters and graph owners."""
+
+    @abc.abstractmethod
+    def observe(self, point: str) -> None:
+        """An observation point (a lifecycle call's entry or exit): emit every storage change seen
+        since the last one, then a MARK named ``point``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop observing and restore the framework's classes; idempotent."""
+
+    def __enter__(self) -> GraphObserver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 CLEAR_BEGIN_MARK = "clear_graph_opt_backend:begin"
@@ -300,6 +351,18 @@ class Runtime(abc.ABC):
     # --- graphs -------------------------------------------------------------------
     @abc.abstractmethod
     def new_graph(self, label: str, owner: str = "main") -> Graph: ...
+
+    # --- native mode: observe the framework's own graphs -------------------------------
+    def native_graphs_unavailable(self) -> str | None:
+        """Why native mode cannot run here (a skip reason), or None when it can."""
+        return f"native graph mode is torch-only for now: no {self.name} GPU build was reachable to prove it on"
+
+    def observe_native_graphs(self) -> GraphObserver:
+        """Start observing the framework's own graphs (see :class:`GraphObserver`)."""
+        raise UsageError(
+            f"native graph mode is not available for {self.name} on {self.device}: {self.native_graphs_unavailable()}",
+            "hand the kit's graphs through Subject.graphs() (ModelCase graphs='kit'), or certify on torch with a GPU",
+        )
 
     # --- weights, the way RL weight managers do it ----------------------------------
     # The protocol (remember the address, free, emit; restore elsewhere, verify, emit) is written

@@ -21,9 +21,11 @@ import torch
 import torch.distributed as dist
 
 from fd_conformance.errors import UsageError
+from fd_conformance.runtime import torch_native
 from fd_conformance.runtime.base import (
     EventKind,
     Graph,
+    GraphObserver,
     Group,
     MemoryCategory,
     MemoryStats,
@@ -163,7 +165,7 @@ class TorchRuntime(Runtime):
         # workspaces frees it. Only when no graph is alive IN THE PROCESS: the capture stream (and
         # so its workspace) is shared by every capture of every runtime, and a live graph replays
         # against that pointer.
-        if not _LIVE_CUDA_GRAPHS:
+        if not _LIVE_CUDA_GRAPHS and not torch_native.live_native_graphs():  # a model's own graphs too
             clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
             if clear is not None:
                 clear()
@@ -197,6 +199,20 @@ class TorchRuntime(Runtime):
         if self.device == "cuda":
             return TorchCudaGraph(self, label, owner)
         return self.host.new_graph(self, label, owner)
+
+    # --- native mode ---------------------------------------------------------------------
+    def native_graphs_unavailable(self) -> str | None:
+        # Without a GPU there are no CUDA graphs to observe -- unless a test double stands in for
+        # the class (the kit's CPU tests of the event derivation patch one in).
+        if self.device != "cuda" and torch.cuda.CUDAGraph is torch_native.TORCH_CUDA_GRAPH:
+            return "native CUDA graphs need a GPU"
+        return None
+
+    def observe_native_graphs(self) -> GraphObserver:
+        reason = self.native_graphs_unavailable()
+        if reason is not None:
+            raise UsageError(f"native graph mode on {self.device}: {reason}", "run the native case on a CUDA device")
+        return torch_native.TorchGraphObserver(self)
 
     # --- weights: the storage operations under Runtime.release_parameter/restore_parameter ---
     def _placement(self, param: Any) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fd_conformance.findings import Finding, Location, make_finding
-from fd_conformance.runtime.base import EventBus, Graph, Group, MemoryStats, Runtime
+from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, EventBus, Graph, Group, MemoryStats, Runtime
 from fd_conformance.verdict import CheckVerdict
 
 if TYPE_CHECKING:
@@ -64,25 +64,49 @@ def models_of(subject: Any) -> list[tuple[str, Any]]:
 
 
 # Objects the ownership walk never enters: they are shared by every model (the runtime and its
-# event bus, groups), or are code and classes, so everything would be "reachable" through them.
-_NOT_OWNERS = (Runtime, EventBus, Group, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+# event bus, groups, modules), so everything would be "reachable" through them. Code and classes
+# are entered only where they hold state of their own (_referents).
+_NOT_OWNERS = (Runtime, EventBus, Group, types.ModuleType)
 #: Objects one walk visits at most: a tiny model has a few thousand; this bounds a pathological one.
 OWNERSHIP_WALK_LIMIT = 500_000
+
+
+def _referents(obj: Any) -> list[Any]:
+    """What ``obj`` holds, for the ownership walk. Code is entered only where it holds state of
+    its own: a function's closure cells, defaults and attributes (a wrapper may keep its graphs in
+    a closure: make_graphed_callables does), a bound method's object, a class defined inside a
+    function (a per-call class such as make_graphed_callables' ``Graphed``). Never a function's
+    globals or a module-level class: everything is reachable through those."""
+    if isinstance(obj, types.FunctionType):
+        held: list[Any] = [obj.__defaults__, obj.__kwdefaults__, obj.__dict__]
+        for cell in obj.__closure__ or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # a cell not filled yet
+                continue
+        return held
+    if isinstance(obj, (types.MethodType, types.BuiltinMethodType)):
+        return [obj.__self__]
+    if isinstance(obj, type):
+        return list(vars(obj).values()) if "<locals>" in obj.__qualname__ else []
+    return gc.get_referents(obj)
 
 
 def _graphs_reachable(root: Any, avoid: Any) -> set[int]:
     """Ids of the graphs reachable from ``root`` through its attributes and containers, without
     passing through ``avoid`` (the other model) or the objects every model shares."""
+    graph_types = (Graph, *OBSERVED_GRAPH_TYPES)
     found: set[int] = set()
     seen = {id(root)}
     stack = [root]
     while stack and len(seen) < OWNERSHIP_WALK_LIMIT:
         obj = stack.pop()
-        for ref in gc.get_referents(obj):
-            if id(ref) in seen or ref is avoid or isinstance(ref, _NOT_OWNERS):
+        for ref in _referents(obj):
+            if ref is None or id(ref) in seen or ref is avoid or isinstance(ref, _NOT_OWNERS):
                 continue
             seen.add(id(ref))
-            if isinstance(ref, Graph):
+            # The kit's graphs, and in native mode the framework's graph objects being observed
+            if isinstance(ref, graph_types):
                 found.add(id(ref))  # a graph is owned, not walked through
             else:
                 stack.append(ref)
@@ -100,7 +124,7 @@ def graphs_by_model(subject: Any) -> dict[str, list[Graph]]:
     draft = _graphs_reachable(subject.draft, avoid=subject.wrapper)
     out: dict[str, list[Graph]] = {"main": [], "draft": [], "unattributed": []}
     for graph in graphs:
-        key = id(graph)
+        key = graph.identity  # a native stand-in answers for the framework graph the walk finds
         role = "main" if key in main and key not in draft else "draft" if key in draft and key not in main else "unattributed"
         out[role].append(graph)
     return out

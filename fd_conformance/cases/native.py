@@ -1,0 +1,102 @@
+"""Native mode, subject side: certify a model that makes its framework's graphs itself.
+
+The runtime observes the graphs (:class:`fd_conformance.runtime.base.GraphObserver`); a
+:class:`NativeSubject` puts that observer between the suites and the author's subject, so the
+suites run unchanged:
+
+* ``graphs()`` answers from the observer: every graph captured during the check (the author's
+  ``Subject.graphs()`` is optional in native mode, and not consulted);
+* each lifecycle call -- the models' clear, the runner's ``capture_model`` / ``clear_parameters``
+  / ``update_parameters`` -- is an observation point at its entry and exit, whoever calls it (the
+  suites, or the runner calling a model's clear), so a weight freed in plain torch between two
+  graph events is seen where it happened, not at the next replay.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fd_conformance.spelling import CANONICAL, LEGACY
+
+if TYPE_CHECKING:
+    from fd_conformance.cases.contract import ModelCase
+    from fd_conformance.runtime.base import Graph, GraphObserver
+
+KIT, NATIVE = "kit", "native"
+GRAPH_MODES = (KIT, NATIVE)
+RUNNER_CALLS = ("capture_model", "clear_parameters", "update_parameters")
+MODEL_CALLS = (CANONICAL, LEGACY)
+
+
+def declares_native(case: ModelCase) -> bool:
+    """The case says its model makes its own graphs (``ModelCase(..., graphs="native")``)."""
+    return getattr(case, "graphs", KIT) == NATIVE
+
+
+def hands_no_graphs(subject: object) -> bool:
+    """A subject without ``graphs()`` hands the kit no graphs: native mode is detected from it."""
+    return not callable(getattr(subject, "graphs", None))
+
+
+def observe_calls(obj: Any, role: str, names: tuple[str, ...], observer: GraphObserver) -> Callable[[], None]:
+    """Make each method ``names`` of ``obj`` an observation point at entry and exit (on the
+    instance only: the class, and so the protocol check, is untouched). Returns the undo."""
+    added: list[str] = []
+    state = getattr(obj, "__dict__", None)
+    if state is None:  # __slots__: fewer observation points, the graph events still observe
+        return lambda: None
+    for name in names:
+        method = getattr(obj, name, None)
+        if not callable(method) or name in state:
+            continue
+
+        def observed(*args: Any, _method: Any = method, _point: str = f"{role}.{name}", **kwargs: Any) -> Any:
+            observer.observe(f"{_point}:begin")
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                observer.observe(f"{_point}:end")
+
+        state[name] = functools.wraps(method)(observed)
+        added.append(name)
+
+    def undo() -> None:
+        for name in added:
+            state.pop(name, None)
+
+    return undo
+
+
+class NativeSubject:
+    """The author's subject with the observer's graphs and observed lifecycle calls; every other
+    member is the author's own."""
+
+    def __init__(self, subject: Any, observer: GraphObserver) -> None:
+        self._subject = subject
+        self._observer = observer
+        observer.set_roots([("main", subject.wrapper), ("draft", subject.draft)])
+        self._undo = [
+            observe_calls(subject.runner, "runner", RUNNER_CALLS, observer),
+            observe_calls(subject.wrapper, "main", MODEL_CALLS, observer),
+        ]
+        if subject.draft is not None:
+            self._undo.append(observe_calls(subject.draft, "draft", MODEL_CALLS, observer))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._subject, name)
+
+    @property
+    def subject(self) -> Any:
+        """The author's own subject object."""
+        return self._subject
+
+    def graphs(self) -> list[Graph]:
+        return self._observer.graphs()
+
+    def close(self) -> None:
+        """Put the author's objects back as they were (the observer is closed by its owner)."""
+        for undo in self._undo:
+            undo()
+        self._undo = []

@@ -1,0 +1,447 @@
+"""Native mode for torch: the model's own ``torch.cuda.CUDAGraph``s, turned into the kit's events.
+
+A model written without the kit captures with ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` /
+``torch.cuda.make_graphed_callables`` (``torch.compile``'s cudagraph trees use the same class) and
+swaps weights its own way (``param.data = new``, ``untyped_storage().resize_(0)``,
+``load_state_dict``, ``del``, ``.to("meta")``). It never calls the runtime, so while a
+:class:`TorchGraphObserver` is installed the events the lifecycle rules read are derived:
+
+* graph events: the graph CLASS's ``capture_begin``/``capture_end``/``replay``/``reset`` are
+  wrapped, so every graph of the process is seen whoever made it; a graph dropped without
+  ``reset()`` (caches clear by dropping entries) is seen dying through a weakref finalizer;
+* what a graph captured: the parameters and registered buffers of the modules whose forward ran
+  between ``capture_begin`` and ``capture_end`` (a global forward pre-hook, registered only while
+  a capture is open), each as a *slot* -- (module, name), whatever tensor object fills it later --
+  with its storage address at capture end;
+* release and restore: every slot any graph captured is compared with what was last seen at each
+  observation point (every graph event, every lifecycle mark): an address that went to 0 (storage
+  resized to 0, parameter deleted, moved to meta, module collected) is PARAM_RELEASED; one that
+  changed or came back (``param.data = new``, ``load_state_dict(assign=True)``) is PARAM_RESTORED,
+  in the order first observable. ``load_state_dict`` into the same storage changes nothing a
+  graph reads, and emits nothing.
+
+What it cannot see: a release and restore that both happen between two observation points (the
+address it compares may even be the same one); tensors a capture reads that are not parameters or
+buffers of a module called through ``module(...)`` while capturing (functional code over raw
+tensors, a top-level ``model.forward(...)`` call's own direct parameters); collectives.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fd_conformance.errors import UsageError
+from fd_conformance.runtime.base import (
+    OBSERVED_GRAPH_TYPES,
+    BufferRef,
+    EventKind,
+    Graph,
+    GraphObserver,
+    Runtime,
+)
+
+# torch's own class, whatever a test patches in place of the torch.cuda.CUDAGraph name
+TORCH_CUDA_GRAPH: type = torch.cuda.graphs.CUDAGraph
+HOOKED = ("capture_begin", "capture_end", "replay", "reset")  # the class methods wrapped while observing
+TABLES = ("_parameters", "_buffers")  # where nn.Module keeps what a graph reads by address
+
+# The observer installed now (one at a time: two would wrap the class twice and double every event).
+_ACTIVE: list[TorchGraphObserver] = []
+
+
+def live_native_graphs() -> int:
+    """Observed framework graphs alive now (the CUDA runtime keeps cuBLAS workspaces while any is)."""
+    return sum(observer.live_count() for observer in _ACTIVE)
+
+
+def storage_address(tensor: Any) -> int:
+    """Where a graph would read ``tensor``: its storage's data pointer; 0 when there is none (no
+    tensor, storage resized to 0 bytes, meta)."""
+    if not isinstance(tensor, torch.Tensor):
+        return 0
+    try:
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a tensor subclass without plain storage
+        return int(tensor.data_ptr()) if not tensor.is_meta else 0
+
+
+class _Slot:
+    """One captured parameter or buffer position: ``module.<table>[key]``, weakly (the observer
+    must keep nothing alive: a deleted weight has to free its memory as it would unobserved)."""
+
+    __slots__ = ("__weakref__", "key", "module", "ref", "table")
+
+    def __init__(self, module: torch.nn.Module, table: str, key: str, name: str) -> None:
+        self.module = weakref.ref(module)
+        self.table = table
+        self.key = key
+        # The slot's identity in events is id(self): stable for the check, whatever tensor object
+        # fills the position (a load_state_dict(assign=True) or .to("meta") makes new ones).
+        self.ref = BufferRef(id(self), self.address(), name)
+
+    def tensor(self) -> Any:
+        module = self.module()
+        if module is None:
+            return None
+        tensor = module.__dict__[self.table].get(self.key)
+        # ``del m.weight; m.weight = tensor`` leaves a plain attribute: still what forward reads
+        return tensor if tensor is not None else module.__dict__.get(self.key)
+
+    def address(self) -> int:
+        return storage_address(self.tensor())
+
+
+@dataclass
+class _Observed:
+    """A framework graph object as the observer knows it."""
+
+    graph: weakref.ref[Any]
+    proxy: NativeGraph
+    alive: bool = False
+    slots: tuple[_Slot, ...] = ()
+    modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
+    tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
+    finalizer: weakref.finalize | None = None
+
+
+class NativeGraph(Graph):
+    """The kit's view of one framework graph: what the suites read (label, owner, alive, reset),
+    without holding the framework's graph alive (the model decides when it dies)."""
+
+    def __init__(self, observer: TorchGraphObserver, graph: Any) -> None:
+        self._observer = observer
+        self._graph = weakref.ref(graph)
+        self._identity = id(graph)
+        self.label = f"{type(graph).__name__}#{observer.next_number()}"
+        self.owner = ""
+
+    @property
+    def identity(self) -> int:
+        return self._identity
+
+    @property
+    def alive(self) -> bool:
+        record = self._observer.record_of(self._identity)
+        return record is not None and record.proxy is self and record.alive and self._graph() is not None
+
+    def capture(self, fn: Callable[[], Any], *, buffers: Any = (), groups: Sequence[Any] = ()) -> Any:
+        raise UsageError(
+            f"native graph {self.label!r} is captured by the model itself",
+            "capture with torch.cuda.graph(...) in the model; the kit only observes native graphs",
+        )
+
+    def replay(self) -> None:
+        graph = self._graph()
+        if graph is None or not self.alive:
+            raise RuntimeError(f"native graph {self.label!r} is not captured")
+        graph.replay()
+
+    def reset(self) -> None:
+        graph = self._graph()
+        if graph is not None and self.alive:
+            graph.reset()  # through the wrapped class method: GRAPH_DESTROYED is emitted there
+
+
+class TorchGraphObserver(GraphObserver):
+    """Observes every graph of ``graph_class`` (default: ``torch.cuda.CUDAGraph`` as it is when
+    installed, so a test double patched in its place is observed instead) on ``runtime``'s bus."""
+
+    def __init__(self, runtime: Runtime, graph_class: type | None = None) -> None:
+        if _ACTIVE:
+            raise UsageError(
+                "a native graph observer is already installed in this process",
+                "close() the previous observer (one check at a time observes the graph class)",
+            )
+        self.runtime = runtime
+        self.graph_class: type = graph_class if graph_class is not None else torch.cuda.CUDAGraph
+        self._records: dict[int, _Observed] = {}
+        self._proxies: list[NativeGraph] = []
+        self._watched: dict[tuple[int, str, str], _Slot] = {}
+        self._capturing: list[_Observed] = []
+        self._hook: Any = None
+        self._numbers = itertools.count(1)
+        self._roots: list[tuple[str, Any]] = []
+        self._names: dict[int, tuple[frozenset[str], str]] = {}  # id(module) -> (roles, qualified name)
+        self._saved: dict[str, Any] = {}
+        self._closed = False
+        self._collecting = False
+        self._install()
+
+    # --- GraphObserver ---------------------------------------------------------------------
+    @property
+    def graph_types(self) -> tuple[type, ...]:
+        return (self.graph_class,)
+
+    def graphs(self) -> list[Graph]:
+        return list(self._proxies)
+
+    def set_roots(self, roots: Sequence[tuple[str, Any]]) -> None:
+        self._roots = [(role, model) for role, model in roots if model is not None]
+        self._names.clear()
+
+    def observe(self, point: str) -> None:
+        self._scan()
+        self.runtime.events.mark(point)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for name, original in self._saved.items():
+            if original is None:
+                delattr(self.graph_class, name)
+            else:
+                setattr(self.graph_class, name, original)
+        self._remove_hook()
+        for record in self._records.values():
+            if record.finalizer is not None:
+                record.finalizer.detach()
+        if self.graph_class in OBSERVED_GRAPH_TYPES:
+            OBSERVED_GRAPH_TYPES.remove(self.graph_class)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+
+    # --- for the stand-ins ------------------------------------------------------------------
+    def record_of(self, graph_id: int) -> _Observed | None:
+        return self._records.get(graph_id)
+
+    def next_number(self) -> int:
+        return next(self._numbers)
+
+    def live_count(self) -> int:
+        return sum(1 for r in self._records.values() if r.alive and r.graph() is not None)
+
+    # --- installing -------------------------------------------------------------------------
+    def _install(self) -> None:
+        cls = self.graph_class
+        missing = [name for name in HOOKED if not callable(getattr(cls, name, None))]
+        if missing:
+            raise UsageError(
+                f"{cls.__qualname__} has no {', '.join(missing)}: not a graph class native mode can observe",
+                "observe torch.cuda.CUDAGraph (or a class with capture_begin/capture_end/replay/reset)",
+            )
+        wrappers = {
+            "capture_begin": self._wrap_capture_begin,
+            "capture_end": self._wrap_capture_end,
+            "replay": self._wrap_replay,
+            "reset": self._wrap_reset,
+        }
+        for name, wrap in wrappers.items():
+            original = getattr(cls, name)
+            self._saved[name] = cls.__dict__.get(name)  # None: inherited, so delete ours on close
+            setattr(cls, name, wrap(original))
+        OBSERVED_GRAPH_TYPES.append(cls)
+        _ACTIVE.append(self)
+
+    # Each wrapper is a plain function over ``self`` and the class's original method; the graph
+    # is its first argument, whichever subclass instance or alias of the class called it.
+    def _wrap_capture_begin(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            self._begin(graph)
+            try:
+                return original(graph, *args, **kwargs)
+            except BaseException:
+                self._abort(graph)
+                raise
+
+        return capture_begin
+
+    def _wrap_capture_end(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                result = original(graph, *args, **kwargs)
+            except BaseException:
+                self._abort(graph)
+                raise
+            self._end(graph)
+            return result
+
+        return capture_end
+
+    def _wrap_replay(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def replay(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            self._replayed(graph)
+            return original(graph, *args, **kwargs)
+
+        return replay
+
+    def _wrap_reset(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def reset(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(graph, *args, **kwargs)
+            self._destroyed(id(graph))
+            return result
+
+        return reset
+
+    # --- graph events -----------------------------------------------------------------------
+    def _record(self, graph: Any) -> _Observed:
+        record = self._records.get(id(graph))
+        if record is None or record.graph() is not graph:  # new, or an id reused after a graph died
+            proxy = NativeGraph(self, graph)
+            record = _Observed(weakref.ref(graph), proxy)
+            self._records[id(graph)] = record
+            self._proxies.append(proxy)
+            # Death without reset(): FastDeploy-style caches clear by dropping their entries.
+            record.finalizer = weakref.finalize(graph, self._destroyed, id(graph))
+            record.finalizer.atexit = False
+        return record
+
+    def _begin(self, graph: Any) -> None:
+        if self._closed:
+            return
+        record = self._record(graph)
+        record.modules, record.tokens = {}, None
+        self._capturing.append(record)
+        if self._hook is None:
+            # Global hooks slow every module call down, so this one exists only while capturing.
+            self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_ran)
+        self._scan()
+
+    def _abort(self, graph: Any) -> None:
+        record = self._records.get(id(graph))
+        if record is not None and record in self._capturing:
+            self._capturing.remove(record)
+        if not self._capturing:
+            self._remove_hook()
+
+    def _module_ran(self, module: torch.nn.Module, args: Any) -> None:
+        for record in self._capturing:
+            if not record.modules:
+                first = args[0] if isinstance(args, tuple) and args else None
+                if isinstance(first, torch.Tensor) and first.dim() > 0:
+                    record.tokens = int(first.shape[0])
+            record.modules.setdefault(id(module), module)
+
+    def _end(self, graph: Any) -> None:
+        if self._closed:
+            return
+        record = self._records.get(id(graph))
+        if record is None or record not in self._capturing:  # began before we were installed
+            record = self._record(graph)
+        else:
+            self._capturing.remove(record)
+        if not self._capturing:
+            self._remove_hook()
+        self._scan()  # changes before this capture belong before it
+        modules = list(record.modules.values())
+        record.slots = tuple(self._slot(module, table, key) for module in modules for table, key in _captured_keys(module))
+        record.modules = {}
+        record.alive = True
+        proxy = record.proxy
+        proxy.owner = self._owner(modules)
+        first = type(modules[0]).__name__ if modules else "graph"
+        size = f"@{record.tokens}" if record.tokens is not None else ""
+        proxy.label = f"{first}{size}#{proxy.label.rpartition('#')[2]}"
+        self.runtime.events.emit(
+            EventKind.GRAPH_CAPTURED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(s.ref for s in record.slots)
+        )
+
+    def _replayed(self, graph: Any) -> None:
+        if self._closed:
+            return
+        record = self._records.get(id(graph))
+        if record is None or not record.alive or record.graph() is not graph:
+            return  # captured before observing began: nothing to compare its replay with
+        self._scan()
+        proxy = record.proxy
+        self.runtime.events.emit(
+            EventKind.GRAPH_REPLAYED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(s.ref for s in record.slots)
+        )
+
+    def _destroyed(self, graph_id: int) -> None:
+        """reset(), or the finalizer of a graph collected without one (no reference to the graph)."""
+        record = self._records.get(graph_id)
+        if self._closed or record is None or not record.alive:
+            return  # reset twice, or never captured: nothing was alive
+        if not self._collecting:
+            self._scan()  # a weight released before the graph died must read as such (FDC201)
+        record.alive = False
+        record.slots = ()
+        proxy = record.proxy
+        self.runtime.events.emit(EventKind.GRAPH_DESTROYED, proxy.label, graph_id, owner=proxy.owner)
+
+    def _remove_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    # --- storage --------------------------------------------------------------------------
+    def _slot(self, module: torch.nn.Module, table: str, key: str) -> _Slot:
+        index = (id(module), table, key)
+        slot = self._watched.get(index)
+        if slot is None or slot.module() is not module:
+            slot = self._watched[index] = _Slot(module, table, key, self._name(module, key))
+        return slot
+
+    def _scan(self) -> None:
+        """Emit a release/restore for every watched slot whose address moved since last seen."""
+        moved = [(slot, address) for slot in self._watched.values() if (address := slot.address()) != slot.ref.address]
+        if not moved:
+            return
+        released = {id(slot) for slot, address in moved if address == 0}
+        if released and any(r.alive and released.intersection(map(id, r.slots)) for r in self._records.values()):
+            # A graph nothing can reach any more is being destroyed: one held only by a reference
+            # cycle (make_graphed_callables keeps its graphs in a local class's closures) dies at
+            # the next collection. Collect before judging, as the recorder does before FDC203, so
+            # a release after an unreachable graph reads as the right order. Paid only here.
+            self._collect()
+        events = self.runtime.events
+        for slot, address in moved:
+            before = slot.ref
+            slot.ref = BufferRef(before.obj_id, address, before.name)
+            kind = EventKind.PARAM_RELEASED if address == 0 else EventKind.PARAM_RESTORED
+            events.emit(kind, before.name, before.obj_id, buffers=(slot.ref,))
+
+    def _collect(self) -> None:
+        """gc.collect(); the graphs it destroys report without scanning (we are mid-scan)."""
+        self._collecting = True
+        try:
+            gc.collect()
+        finally:
+            self._collecting = False
+
+    # --- names ----------------------------------------------------------------------------
+    def _known(self, module: torch.nn.Module) -> tuple[frozenset[str], str] | None:
+        if id(module) not in self._names:
+            self._names.clear()
+            for role, root in self._roots:
+                if isinstance(root, torch.nn.Module):
+                    for name, sub in root.named_modules(remove_duplicate=False):
+                        roles, qualname = self._names.get(id(sub), (frozenset(), ""))
+                        self._names[id(sub)] = (roles | {role}, qualname or _join(role, name))
+        return self._names.get(id(module))
+
+    def _name(self, module: torch.nn.Module, key: str) -> str:
+        known = self._known(module)
+        if known is None:
+            return f"{type(module).__name__}.{key}"
+        return f"{known[1]}.{key}" if known[1] else key
+
+    def _owner(self, modules: list[torch.nn.Module]) -> str:
+        """The role ("main", "draft") of the first module that ran and belongs to one model alone
+        (a draft's graph runs the shared embedding too); else the first module's class name."""
+        for module in modules:
+            known = self._known(module)
+            if known is not None and len(known[0]) == 1:
+                return next(iter(known[0]))
+        return type(modules[0]).__name__ if modules else ""
+
+
+def _join(role: str, name: str) -> str:
+    """How a finding names a module: "main" models' names bare, others prefixed ("draft.head")."""
+    if role == "main":
+        return name
+    return f"{role}.{name}" if name else role
+
+
+def _captured_keys(module: torch.nn.Module) -> list[tuple[str, str]]:
+    """(table, key) of the module's own parameters and registered buffers (its children report
+    their own when they run: what ran is what the graph read)."""
+    return [(table, key) for table in TABLES for key, tensor in module.__dict__[table].items() if tensor is not None]

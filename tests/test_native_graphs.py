@@ -1,0 +1,423 @@
+"""Native mode (issue 25): the runtime observes a model's own torch.cuda graphs and derives the
+kit's events from them, so the lifecycle rules and the suites run unchanged.
+
+On CPU the hook layer is fed by a test double of the graph class (``native_double.TapeGraph``,
+patched in place of ``torch.cuda.CUDAGraph``) while the modules, parameters and weight swaps are
+real torch. The ``gpu`` tests run Quill's plain-torch models (tests/fixtures/native_models) through
+the suites on real CUDA graphs: each good model certified, each variant caught with exactly its
+codes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import native_double  # noqa: E402  (tests/ is on sys.path)
+from _helpers import torch_cpu_runtime  # noqa: E402
+
+from fd_conformance.cases.native import NativeSubject, observe_calls  # noqa: E402
+from fd_conformance.lifecycle import LifecycleRecorder  # noqa: E402
+from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, EventKind, RuntimeEvent  # noqa: E402
+from fd_conformance.runtime.torch import TorchRuntime  # noqa: E402
+from fd_conformance.runtime.torch_native import TORCH_CUDA_GRAPH, TorchGraphObserver, storage_address  # noqa: E402
+from fd_conformance.suite._support import graphs_by_model  # noqa: E402
+
+NATIVE_MODELS = Path(__file__).resolve().parent / "fixtures" / "native_models"
+QUILL = NATIVE_MODELS / "quill_cases.py"
+sys.path.insert(0, str(NATIVE_MODELS))  # the quill package, as its cases file makes it importable
+
+from quill.bucket_cache import BucketEngine, BucketLM, SpecHead  # noqa: E402
+from quill.graphed import GraphedLM  # noqa: E402
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> None:
+    native_double.install(monkeypatch)
+
+
+@pytest.fixture
+def rt(double: None) -> Iterator[TorchRuntime]:
+    runtime = torch_cpu_runtime()
+    yield runtime
+
+
+@pytest.fixture
+def observer(rt: TorchRuntime) -> Iterator[TorchGraphObserver]:
+    obs = rt.observe_native_graphs()
+    assert isinstance(obs, TorchGraphObserver)
+    try:
+        yield obs
+    finally:
+        obs.close()
+
+
+class Net(torch.nn.Module):
+    """Two layers that run and one that does not, plus a registered buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(4, 8)
+        self.second = torch.nn.Linear(8, 4)
+        self.unused = torch.nn.Linear(4, 4)
+        self.register_buffer("gain", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x))) * self.gain
+
+
+def capture(net: torch.nn.Module, x: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out = net(x)
+    return graph, out
+
+
+def kinds(events: list[RuntimeEvent]) -> list[tuple[str, str]]:
+    return [(e.kind.value, e.subject) for e in events if e.kind is not EventKind.MARK]
+
+
+def codes(recorder: LifecycleRecorder) -> list[str]:
+    return sorted(f.code for f in recorder.findings())
+
+
+# --- what a graph captured ------------------------------------------------------------------------
+
+
+def test_capture_names_the_parameters_and_buffers_of_the_modules_that_ran(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(3, 4))
+    (captured,) = [e for e in events if e.kind is EventKind.GRAPH_CAPTURED]
+    assert sorted(ref.name for ref in captured.buffers) == ["first.bias", "first.weight", "gain", "second.bias", "second.weight"]
+    assert all(
+        ref.address == storage_address(net.get_parameter(ref.name) if "." in ref.name else net.gain) for ref in captured.buffers
+    )
+    assert captured.owner == "main" and captured.subject.startswith("Net@3#")  # first module, its leading dim
+
+
+def test_the_pre_hook_exists_only_while_capturing(observer: TorchGraphObserver) -> None:
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    before = len(hooks)
+    graph = torch.cuda.CUDAGraph()
+    graph.capture_begin()
+    assert len(hooks) == before + 1
+    Net()(torch.randn(1, 4))
+    graph.capture_end()
+    assert len(hooks) == before  # eager forwards outside a capture pay nothing
+
+
+# --- release and restore, the ways people swap weights ------------------------------------------
+
+
+def test_param_data_swap_under_a_live_graph_is_a_stale_replay(observer: TorchGraphObserver, rt: TorchRuntime) -> None:
+    net, x = Net(), torch.randn(2, 4)
+    observer.set_roots([("main", net)])
+    with LifecycleRecorder(rt) as recorder:
+        graph, out = capture(net, x)
+        net.first.weight.data = torch.randn(8, 4)  # the RL swap, no clear, no recapture
+        graph.replay()
+    assert not torch.allclose(out, net(x))  # the double replays the old storage, as a GPU would
+    assert codes(recorder) == ["FDC204"]
+    restored = [e for e in recorder.events if e.kind is EventKind.PARAM_RESTORED]
+    assert [e.subject for e in restored] == ["first.weight"]
+
+
+def test_resize_to_zero_is_a_release_seen_at_the_next_observation_point(observer: TorchGraphObserver, rt: TorchRuntime) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    with LifecycleRecorder(rt) as recorder:
+        graph, _ = capture(net, torch.randn(2, 4))
+        net.second.weight.untyped_storage().resize_(0)
+        assert codes(recorder) == []  # nothing observed yet
+        observer.observe("runner.clear_parameters:end")
+        graph.reset()
+    assert codes(recorder) == ["FDC201"]
+    assert "'second.weight'" in recorder.findings()[0].message
+
+
+@pytest.mark.parametrize(
+    "release",
+    [
+        pytest.param(lambda net: delattr(net.first, "weight"), id="del"),
+        pytest.param(lambda net: net.to("meta"), id="meta"),
+        pytest.param(lambda net: net.first.weight.untyped_storage().resize_(0), id="resize0"),
+    ],
+)
+def test_deleted_meta_and_resized_weights_are_releases(
+    observer: TorchGraphObserver, events: list[RuntimeEvent], release: Any
+) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))
+    release(net)
+    observer.observe("after release")
+    released = {e.subject for e in events if e.kind is EventKind.PARAM_RELEASED}
+    assert "first.weight" in released
+
+
+def test_load_state_dict_in_place_changes_nothing_assign_is_a_restore(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))
+    new = {k: torch.randn_like(v) for k, v in net.state_dict().items()}
+    net.load_state_dict(new)  # copies into the same storage: what the graph reads is the new weight
+    observer.observe("after in-place load")
+    assert [e for e in events if e.kind in (EventKind.PARAM_RELEASED, EventKind.PARAM_RESTORED)] == []
+    net.load_state_dict(new, assign=True)  # new tensor objects, new storage
+    observer.observe("after assign")
+    assert {e.subject for e in events if e.kind is EventKind.PARAM_RESTORED} >= {"first.weight", "second.weight", "gain"}
+
+
+def test_restore_after_release_is_one_release_then_one_restore(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    graph, _ = capture(net, torch.randn(2, 4))
+    graph.reset()
+    net.first.weight.untyped_storage().resize_(0)
+    observer.observe("released")
+    net.first.weight.data = torch.randn(8, 4)
+    observer.observe("restored")
+    observer.observe("again")  # nothing moved since: nothing emitted
+    swaps = [(e.kind, e.subject) for e in events if e.kind in (EventKind.PARAM_RELEASED, EventKind.PARAM_RESTORED)]
+    assert swaps == [(EventKind.PARAM_RELEASED, "first.weight"), (EventKind.PARAM_RESTORED, "first.weight")]
+
+
+# --- graph death ----------------------------------------------------------------------------------
+
+
+def test_a_graph_dropped_without_reset_is_destroyed_by_its_finalizer(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    net = Net()
+    cache = {4: capture(net, torch.randn(4, 4))}
+    label = observer.graphs()[0].label
+    cache.clear()  # the way caches clear: drop the entry, never reset()
+    assert kinds(events)[-1] == ("graph_destroyed", label)
+    assert not observer.graphs()[0].alive
+
+
+def test_reset_destroys_once_and_a_graph_can_be_captured_again(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:
+    net, x = Net(), torch.randn(2, 4)
+    graph, _ = capture(net, x)
+    graph.reset()
+    graph.reset()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        net(x)
+    assert [k for k, _ in kinds(events)] == ["graph_captured", "graph_destroyed", "graph_captured"]
+    (proxy,) = observer.graphs()
+    assert proxy.alive and proxy.identity == id(graph)
+
+
+def test_release_then_drop_is_fdc201_drop_then_release_is_clean(observer: TorchGraphObserver, rt: TorchRuntime) -> None:
+    for order, expected in (("release first", ["FDC201"]), ("drop first", [])):
+        net = Net()
+        with LifecycleRecorder(rt) as recorder:
+            cache = [capture(net, torch.randn(2, 4))]
+            if order == "release first":
+                net.first.weight.untyped_storage().resize_(0)
+            cache.clear()  # the finalizer's GRAPH_DESTROYED is an observation point too
+            net.first.weight.untyped_storage().resize_(0)
+            observer.observe("clear_parameters:end")
+        assert codes(recorder) == expected, order
+
+
+def test_a_graph_held_only_by_a_reference_cycle_is_collected_before_a_release_is_judged(
+    observer: TorchGraphObserver, rt: TorchRuntime
+) -> None:
+    """make_graphed_callables keeps its graphs in a local class's closures (a reference cycle):
+    dropped, they die at the next collection, not at once. Releasing weights after dropping them
+    is the right order, not FDC201."""
+    model = GraphedLM()
+    with LifecycleRecorder(rt) as recorder:
+        gc.disable()  # no collection may happen by chance in between
+        try:
+            model.build_graphs()
+            model.clear_graph_opt_backend()
+            model.decoder.to("meta")
+            observer.observe("clear_parameters:end")
+        finally:
+            gc.enable()
+    assert codes(recorder) == []
+    assert not any(g.alive for g in observer.graphs())
+
+
+# --- ownership: which model holds a native graph ---------------------------------------------------
+
+
+class _Subject:
+    def __init__(self, runtime: Any, wrapper: Any, draft: Any, runner: Any) -> None:
+        self.runtime, self.wrapper, self.draft, self.runner = runtime, wrapper, draft, runner
+
+
+def test_the_ownership_walk_finds_native_graphs_on_models_in_closures_and_in_graphed_callables(
+    observer: TorchGraphObserver, rt: TorchRuntime
+) -> None:
+    lm = BucketLM()
+    spec = SpecHead(lm.decoder)
+    runner = BucketEngine(lm, spec)
+    subject = NativeSubject(_Subject(rt, lm, spec, runner), observer)  # names the roles, as the fixture does
+    ids = torch.tensor([1, 2, 3])
+    hidden, _ = lm(ids)  # the main model's own cache (a dict on the wrapper)
+    spec(hidden, ids)  # the drafter's cache; it shares the embedding and lm head modules
+    graphed = GraphedLM()
+    graphed.build_graphs()
+    lm.keep = graphed._graphed  # graphs inside make_graphed_callables' closures (a local class)
+    pool_graph, _ = capture(Net(), torch.randn(2, 4))
+    runner.step = lambda: pool_graph.replay()  # a closure the runner holds: neither model's
+    owned = graphs_by_model(subject)
+    count = {role: len(graphs) for role, graphs in owned.items()}
+    assert count == {"main": 1 + 3, "draft": 1, "unattributed": 1}, count
+    assert {g.owner for g in owned["draft"]} == {"draft"}
+    subject.close()
+
+
+def test_the_walk_sees_observed_classes_only_while_observing(rt: TorchRuntime) -> None:
+    obs = rt.observe_native_graphs()
+    assert native_double.TapeGraph in OBSERVED_GRAPH_TYPES
+    obs.close()
+    obs.close()  # idempotent
+    assert native_double.TapeGraph not in OBSERVED_GRAPH_TYPES
+    assert (
+        "replay" in vars(native_double.TapeGraph) and vars(native_double.TapeGraph)["replay"].__qualname__ == "TapeGraph.replay"
+    )
+
+
+def test_one_observer_at_a_time(observer: TorchGraphObserver, rt: TorchRuntime) -> None:
+    from fd_conformance.errors import UsageError
+
+    with pytest.raises(UsageError, match="already installed"):
+        rt.observe_native_graphs()
+
+
+# --- the subject side: lifecycle calls are observation points ---------------------------------------
+
+
+def test_lifecycle_calls_are_observation_points_and_are_undone(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:
+    lm = BucketLM()
+    spec = SpecHead(lm.decoder)
+    engine = BucketEngine(lm, spec)
+    undo = observe_calls(engine, "runner", ("clear_parameters",), observer)
+    engine.capture_model()
+    engine.clear_parameters()  # clears main and draft, then frees every weight
+    marks = [e.subject for e in events if e.kind is EventKind.MARK]
+    assert marks == ["runner.clear_parameters:begin", "runner.clear_parameters:end"]
+    last_destroyed = max(e.seq for e in events if e.kind is EventKind.GRAPH_DESTROYED)
+    first_release = min(e.seq for e in events if e.kind is EventKind.PARAM_RELEASED)
+    assert last_destroyed < first_release  # seen at the mark, after every graph died
+    undo()
+    assert "clear_parameters" not in vars(engine)
+
+
+# --- the suites over native cases --------------------------------------------------------------------
+
+
+def test_native_rows_skip_on_cpu_with_the_reason(tmp_path: Path) -> None:
+    """Without a GPU and without a double there is no CUDA graph to observe: the rows skip."""
+    assert TorchRuntime("cpu").native_graphs_unavailable() == "native CUDA graphs need a GPU"
+    assert torch.cuda.CUDAGraph is TORCH_CUDA_GRAPH
+    proc = suite_session(
+        tmp_path, "GOOD", "cpu", double=False, select="quill-shape-pool and (clear_releases or protocol)", isolate=False
+    )
+    assert "native CUDA graphs need a GPU" in proc.stdout, proc.stdout[-3000:]
+    assert " passed" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
+
+
+def suite_session(
+    out: Path, attr: str, device: str, double: bool, select: str = "", isolate: bool = True
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q", "-rs",
+        f"--fd-model={QUILL}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
+    ]  # fmt: skip
+    if double:  # the double is patched in the pytest process itself
+        cmd += ["-p", "native_double"]
+    if double or not isolate:
+        cmd += ["--fd-isolate=off"]
+    if select:
+        cmd += ["-k", select]
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
+    if device == "cpu":
+        env["FD_CONFORMANCE_GPU"] = "0"
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+
+
+def assert_judged_right(out: Path, proc: subprocess.CompletedProcess[str], names: list[str]) -> None:
+    path = out / "conformance.json"
+    assert path.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = {row["name"]: row for row in json.loads(path.read_text())["cases"]}
+    from fd_conformance.cases import load_spec
+
+    for case in load_spec(f"{QUILL}:CASES"):
+        if case.name not in names:
+            continue
+        row = rows[case.name]
+        if case.is_mutant:
+            assert row["verdict"] == "violations", (case.name, row["checks"])
+            assert set(row["observed_findings"]) == set(case.expected_findings), (case.name, row["observed_findings"])
+        else:
+            assert row["verdict"] == "certified", (case.name, row["checks"])
+
+
+# Enough to prove the suites read native events unchanged on CPU; the gpu test runs every case.
+CPU_SAMPLE = ["quill-graphed-callables", "quill-bucket-frees-before-drop", "quill-graphed-assign-reload"]
+
+
+def test_the_suites_judge_native_cases_through_the_double(tmp_path: Path) -> None:
+    select = " or ".join(f"{name}-" for name in CPU_SAMPLE)
+    proc = suite_session(tmp_path, "CPU_CASES", "cpu", double=True, select=select)
+    assert_judged_right(tmp_path, proc, CPU_SAMPLE)
+
+
+@pytest.mark.gpu
+def test_quill_models_on_real_cuda_graphs(tmp_path: Path) -> None:
+    """Each plain-torch Quill model certified and each variant caught with exactly its codes, on
+    real torch.cuda graphs observed through the hooks."""
+    from fd_conformance.cases import load_spec
+
+    proc = suite_session(tmp_path, "CASES", "cuda", double=False)
+    names = [case.name for case in load_spec(f"{QUILL}:CASES")]
+    document = json.loads((tmp_path / "conformance.json").read_text()) if (tmp_path / "conformance.json").exists() else {}
+    assert all(c["graphs"] == "real" for c in document.get("cases", [])), proc.stdout[-3000:]
+    assert_judged_right(tmp_path, proc, names)
+
+
+@pytest.mark.gpu
+def test_real_cuda_graph_events() -> None:
+    """The hook layer on torch.cuda.CUDAGraph itself: capture, stale replay, release under a live
+    graph, death by refcount."""
+    from fd_conformance.runtime import get_runtime
+
+    runtime = get_runtime("torch", "cuda")
+    net = Net().cuda()
+    with runtime.observe_native_graphs() as obs, LifecycleRecorder(runtime) as recorder:
+        obs.set_roots([("main", net)])
+        x = torch.randn(2, 4, device="cuda")
+        net(x)  # warm-up
+        graph, out = capture(net, x)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.allclose(out, net(x))
+        net.first.weight.data = torch.randn(8, 4, device="cuda")
+        graph.replay()
+        net.second.weight.untyped_storage().resize_(0)
+        obs.observe("released")
+        del graph
+        gc.collect()
+    assert codes(recorder) == ["FDC201", "FDC204"]
+    assert [e.kind.value for e in recorder.events if e.kind is not EventKind.MARK][-1] == "graph_destroyed"
