@@ -149,6 +149,9 @@ register_rule("FDC302", E, "graph memory not returned after clear", "suite")
 register_rule("FDC303", E, "clear before capture or clear twice is not a safe no-op", "suite")
 register_rule("FDC304", E, "outputs after the weight cycle differ from eager with the new weights", "suite")
 register_rule("FDC305", E, "memory grows across weight-update cycles", "suite")
+register_rule(
+    "FDC306", E, "a declared capture size has no graph of its own (main or draft): padded into a larger one, or none", "suite"
+)
 # Config invariants (fd_conformance.config_rules).
 register_rule("FDC401", E, "prefill CUDA graphs on while a CPU cache swaps layer by layer (num_cpu_blocks > 0)", "config")
 register_rule("FDC402", E, "capture sizes in use not unique, positive and sorted descending, or empty with graphs on", "config")

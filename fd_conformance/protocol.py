@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import functools
 import inspect
 import sys
 import textwrap
@@ -105,11 +106,15 @@ class _Definition:
 
     @property
     def function(self) -> Any:
-        """The plain function behind the entry, for identity, code and source position."""
-        return inspect.unwrap(getattr(self.entry, "__func__", self.entry))
+        """The plain function behind the entry, for identity, code and source position (a
+        ``functools.partialmethod``'s is the function it partially applies)."""
+        entry = self.entry.func if isinstance(self.entry, functools.partialmethod) else self.entry
+        return inspect.unwrap(getattr(entry, "__func__", entry))
 
     @property
     def qualname(self) -> str:
+        if isinstance(self.entry, functools.partialmethod):  # the name is the method; the function is a helper
+            return f"{self.owner.__qualname__}.{self.spelling}"
         return getattr(self.function, "__qualname__", f"{self.owner.__qualname__}.{self.spelling}")
 
     @property
@@ -332,9 +337,13 @@ def resolve_clear_method(obj: object) -> Callable[[], Any] | None:
 
     ``getattr(obj, CANONICAL)``, else ``getattr(obj, LEGACY)``; None when neither name exists, or
     when the name found only forwards to a name nothing defines (or back to itself), so calling
-    it would raise AttributeError / RecursionError instead of clearing. No side effects: for
-    callers (the suites) that must not call a method that cannot work. For a class, the function.
+    it would raise AttributeError / RecursionError instead of clearing, or when what it binds to
+    is not callable or needs arguments (TypeError). No side effects: for callers (the suites)
+    that must not call a method that cannot work. For a class, the function.
     """
+    own = _instance_method(obj)
+    if own is not None:  # an instance attribute shadows the class (e.g. a functools.partial set in __init__)
+        return None if _unfilled(own, receiver_pending=False) else own
     cls = obj if isinstance(obj, type) else type(obj)
     for spelling in SPELLINGS:
         reach = _reach(cls, spelling)
@@ -342,9 +351,32 @@ def resolve_clear_method(obj: object) -> Callable[[], Any] | None:
             continue
         if reach.body is None:
             return None
-        method = getattr(obj, spelling, None)
+        defn = _plain_lookup(cls, spelling)
+        if defn is not None and _required_params(defn, obj):
+            return None  # FDC005: the call would raise TypeError
+        try:
+            method = getattr(obj, spelling, None)
+        except Exception:  # noqa: BLE001 - a descriptor whose binding raises: FDC006 reports it
+            return None
         return method if callable(method) else None
     return None
+
+
+def same_clear_target(a: object, b: object) -> bool:
+    """Whether two reads of the clear method (e.g. under both spellings) reach one definition.
+
+    Identity is not enough: a bound method, a ``functools.partialmethod`` or a custom descriptor
+    makes a new object on every attribute read. Compared are the function behind bound methods,
+    a partial's function and arguments, and a function's code (two closures of one ``def``).
+    """
+    return _call_identity(a) == _call_identity(b)
+
+
+def _call_identity(fn: object) -> object:
+    if isinstance(fn, functools.partial):
+        return ("partial", _call_identity(fn.func), fn.args, fn.keywords)
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None) or fn
 
 
 def _called_from(defn: _Definition, frame: types.FrameType | None) -> bool:
@@ -445,7 +477,7 @@ def _refuse_unaliasable(cls: type) -> None:
             f"{cls.__qualname__} has no {CANONICAL}() under either spelling (FDC001)",
             f"add `def {CANONICAL}(self) -> None:` to {cls.__qualname__}",
         )
-    if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
+    if not callable(defn.entry) and getattr(type(defn.entry), "__get__", None) is None:  # a plain value, not a descriptor
         raise ProtocolError(
             f"{cls.__qualname__}.{defn.spelling} is not callable (FDC006)",
             f"define `def {CANONICAL}(self) -> None:` instead of assigning a value",
@@ -524,6 +556,8 @@ def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel
     real body (a shim in the way forwarding to a missing name): FDC001 in :func:`check_protocol`,
     never the legacy DeprecationWarning (a rename would not fix them).
     """
+    if _instance_method(obj) is not None:
+        return True  # the instance's own callable shadows the class: the engine's call reaches it
     cls = obj if isinstance(obj, type) else type(obj)
     defn = _resolve(cls)
     if defn is None:
@@ -555,6 +589,9 @@ def supports_graph_opt(obj: object) -> TypeIs[GraphOptModel | type[GraphOptModel
         broken = _unreachable(cls, reach, defn)
         _warn_nonconforming(cls, f"{broken.message}; {broken.hint}")
         return False
+    if isinstance(obj, type):
+        binding = _bind(defn, obj)  # a descriptor that binds only on an instance cannot be judged here
+        return binding.error is None and (not binding.known or callable(binding.value))
     return callable(getattr(obj, CANONICAL, None))
 
 
@@ -592,21 +629,51 @@ def _class_location(cls: type, obj: str | None = None) -> Location:
     return Location(path=path, line=line, obj=obj or cls.__qualname__)
 
 
-def _required_params(defn: _Definition, target: object) -> list[str]:
-    """Parameters a no-argument call would leave unfilled (``self`` excluded, bound or not)."""
-    bound = getattr(target, defn.spelling, None) if not isinstance(target, type) else None
+@dataclass(frozen=True)
+class _Binding:
+    """What the engine's ``model.<spelling>()`` gets from one definition: the attribute as Python binds it.
+
+    Judged instead of the raw class entry, because a descriptor (``functools.partialmethod``, a
+    custom ``__get__``, a property returning a method) is not callable itself, yet binds to a
+    call that works.
+    """
+
+    value: Any  # what the call is made on (meaningless when ``known`` is False or ``error`` is set)
+    receiver_pending: bool  # a function looked up on the class: its first positional is the instance
+    known: bool = True  # False: a descriptor that binds only on an instance, judged on a class
+    error: Exception | None = None  # binding it raised: the engine's attribute read raises too
+
+
+def _bind(defn: _Definition, target: object) -> _Binding:
+    """Bind ``defn`` as the engine would: on the instance when there is one (the descriptor
+    protocol, as ``getattr`` runs it), else as far as the class alone can tell."""
+    entry = defn.entry
+    getter = getattr(type(entry), "__get__", None)
+    if getter is None:  # not a descriptor (a partial object, a callable instance, a plain value): used as is
+        return _Binding(entry, receiver_pending=False)
+    if not isinstance(target, type):
+        try:
+            return _Binding(getter(entry, target, type(target)), receiver_pending=False)
+        except Exception as err:  # noqa: BLE001 - whatever it raises, the engine's call raises
+            return _Binding(None, receiver_pending=False, error=err)
+    if isinstance(entry, (types.FunctionType, functools.partialmethod)):
+        return _Binding(getter(entry, None, target), receiver_pending=True)
+    if isinstance(entry, (staticmethod, classmethod)):
+        return _Binding(getter(entry, None, target), receiver_pending=False)
+    # A custom descriptor (or property, cached_property...): what it gives an instance is unknowable
+    # from the class; the suites judge the built instance.
+    return _Binding(None, receiver_pending=False, known=False)
+
+
+def _unfilled(value: Any, receiver_pending: bool) -> list[str]:
+    """Parameters a no-argument call of ``value`` would leave unfilled (a pending receiver excluded)."""
     try:
-        if bound is not None:
-            sig = inspect.signature(bound)
-        else:
-            sig = inspect.signature(
-                defn.entry.__get__(None, defn.owner) if isinstance(defn.entry, classmethod) else defn.function
-            )
+        sig = inspect.signature(value)
     except (TypeError, ValueError):
         return []  # builtins without a signature: nothing to prove
     params = list(sig.parameters.values())
-    if bound is None and not isinstance(defn.entry, (staticmethod, classmethod)) and params:
-        params = params[1:]  # unbound function: the first positional is the receiver
+    if receiver_pending and params:
+        params = params[1:]  # the instance fills the first positional
     return [
         p.name
         for p in params
@@ -615,7 +682,27 @@ def _required_params(defn: _Definition, target: object) -> list[str]:
     ]
 
 
+def _required_params(defn: _Definition, target: object) -> list[str]:
+    """Parameters the engine's no-argument call would leave unfilled (``self`` excluded, bound or not)."""
+    binding = _bind(defn, target)
+    if not binding.known or binding.error is not None or not callable(binding.value):
+        return []  # FDC006's business, or nothing to prove from the class alone
+    return _unfilled(binding.value, binding.receiver_pending)
+
+
 def _same_body(a: _Definition, b: _Definition) -> bool:
+    if a.entry is b.entry:
+        return True
+    if isinstance(a.entry, functools.partialmethod) or isinstance(b.entry, functools.partialmethod):
+        # Two partialmethods of one helper are one body only with the same bound arguments.
+        pa, pb = a.entry, b.entry
+        return (
+            isinstance(pa, functools.partialmethod)
+            and isinstance(pb, functools.partialmethod)
+            and pa.func is pb.func
+            and pa.args == pb.args
+            and pa.keywords == pb.keywords
+        )
     fa, fb = a.function, b.function
     if fa is fb:
         return True
@@ -656,6 +743,15 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
             if inst is not _MISSING and not callable(inst):
                 findings.append(_not_callable(name, spelling, inst, _class_location(cls)))
                 return findings
+        method = _instance_method(obj_or_cls)
+        if method is not None:
+            # The engine's call gets exactly this (e.g. ``self.clear_graph_opt_backend =
+            # functools.partial(...)``); the class's own definitions never run for this instance.
+            required = _unfilled(method, receiver_pending=False)
+            if required:
+                what = f"{name}.{CANONICAL} (an instance attribute, {type(method).__name__})"
+                findings.append(_requires_args(what, required, _class_location(cls)))
+            return findings
 
     canonical = _plain_lookup(cls, CANONICAL)
     legacy = _plain_lookup(cls, LEGACY)
@@ -664,8 +760,11 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
         return findings
 
     for defn in (d for d in (canonical, legacy) if d is not None):
-        if not callable(defn.entry) and not hasattr(defn.entry, "__func__"):
-            findings.append(_not_callable(name, defn.spelling, defn.entry, defn.location))
+        # Judged as bound, the way the engine's call gets it: a descriptor is not callable itself
+        # but may bind to a call that works (functools.partialmethod, a custom __get__).
+        binding = _bind(defn, obj_or_cls)
+        if binding.error is not None or (binding.known and not callable(binding.value)):
+            findings.append(_not_callable(name, defn.spelling, defn.entry, defn.location, binding))
             return findings
 
     real = _resolve(cls)
@@ -706,17 +805,27 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
 
     required = _required_params(effective, obj_or_cls)
     if required:
-        findings.append(
-            make_finding(
-                "FDC005",
-                f"{effective.qualname}() requires argument(s) {', '.join(required)}; the engine calls "
-                f"{CANONICAL}() with none, so clearing raises TypeError",
-                f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), "
-                f"so `model.{CANONICAL}()` works",
-                effective.location,
-            )
-        )
+        findings.append(_requires_args(f"{effective.qualname}()", required, effective.location))
     return findings
+
+
+def _requires_args(what: str, required: list[str], loc: Location) -> Finding:
+    """FDC005 for ``what`` (the method as the engine reaches it) leaving ``required`` unfilled."""
+    return make_finding(
+        "FDC005",
+        f"{what} requires argument(s) {', '.join(required)}; the engine calls "
+        f"{CANONICAL}() with none, so clearing raises TypeError",
+        f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), so `model.{CANONICAL}()` works",
+        loc,
+    )
+
+
+def _instance_method(obj: object) -> Any | None:
+    """A callable the instance itself holds under the canonical name (it shadows the class), else None."""
+    if isinstance(obj, type):
+        return None
+    value = getattr(obj, "__dict__", {}).get(CANONICAL, _MISSING)
+    return value if value is not _MISSING and callable(value) else None
 
 
 _MISSING = object()
@@ -760,11 +869,34 @@ def _unreachable(cls: type, reach: _Reach, real: _Definition) -> Finding:
     )
 
 
-def _not_callable(name: str, spelling: str, value: object, loc: Location) -> Finding:
+def _not_callable(name: str, spelling: str, value: object, loc: Location, binding: _Binding | None = None) -> Finding:
+    """FDC006: what the engine's call gets under ``spelling`` cannot be called (a value, or a
+    descriptor binding to a non-callable, or one whose binding raises)."""
+    fix = f"define `def {CANONICAL}(self) -> None:` and do not assign another value to {spelling}"
+    if binding is None or binding.value is value and binding.error is None:
+        return make_finding(
+            "FDC006",
+            f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's call raises TypeError",
+            fix,
+            loc,
+        )
+    descriptor_fix = f"make {type(value).__name__}.__get__ return a callable that takes no arguments, or {fix}"
+    if binding.error is not None:
+        err = binding.error
+        detail = (str(err).strip().splitlines() or [""])[0]
+        return make_finding(
+            "FDC006",
+            f"reading {name}.{spelling} (a {type(value).__name__} descriptor) raised {type(err).__name__}: {detail}; "
+            f"the engine's call fails before clearing",
+            descriptor_fix,
+            loc,
+        )
+    got = binding.value
     return make_finding(
         "FDC006",
-        f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's call raises TypeError",
-        f"define `def {CANONICAL}(self) -> None:` and do not assign another value to {spelling}",
+        f"{name}.{spelling} is a {type(value).__name__} descriptor that gives the instance a {type(got).__name__} "
+        f"({got!r:.60}), not a callable: the engine's call raises TypeError",
+        descriptor_fix,
         loc,
     )
 

@@ -44,10 +44,11 @@ def test_listing_paddle_cases_does_not_import_paddle() -> None:
 
 
 def test_paddle_cases_build_their_subjects_with_the_declared_sizes(rt: PaddleRuntime) -> None:
-    from fd_reference_models.cases import PADDLE_SIZES, paddle_cases
+    from fd_reference_models.cases import PADDLE_DRAFT_SIZES, PADDLE_SIZES, paddle_cases
     from fd_reference_models.paddle_models import subjects
 
     assert PADDLE_SIZES == subjects.MAIN_CAPTURE_SIZES
+    assert PADDLE_DRAFT_SIZES == subjects.DRAFT_CAPTURE_SIZES
     for case in paddle_cases():
         subject = case.factory(rt)
         assert tuple(subject.wrapper.graph_opt_config.capture_sizes) == case.capture_sizes, case.name

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from fd_conformance.errors import UsageError
+
 if TYPE_CHECKING:
     from fd_conformance.runtime.base import Graph, Runtime
 
@@ -87,6 +89,9 @@ class ModelCase:
     # Matrix columns this case is certified on; None means all. A config-only mutant names
     # {"config"} so its good model underneath is not re-certified by every other check.
     checks: frozenset[str] | None = None
+    # The step sizes (tokens given to make_inputs) at which the DRAFT must replay a graph of its
+    # own; None means the main model's capture_sizes. MTP drafts usually capture fewer sizes.
+    draft_capture_sizes: tuple[int, ...] | None = None
     # "kit": the subject hands its graphs through graphs() (made with runtime.new_graph). "native":
     # the model makes torch.cuda.CUDAGraph itself and the runtime observes them (cases/native.py);
     # a subject without graphs() is taken as native too.
@@ -96,6 +101,19 @@ class ModelCase:
     # time then strands graphs for real: FDC206 (an error) instead of the FDC205 warning that
     # fixed-config engines (FastDeploy's runner has that shape) get.
     switches_graph_flags_at_run_time: bool = False
+
+    def __post_init__(self) -> None:
+        sizes = self.draft_capture_sizes
+        if sizes is not None and (not sizes or len(set(sizes)) != len(sizes) or any(int(s) <= 0 for s in sizes)):
+            raise UsageError(
+                f"case {self.name!r}: draft_capture_sizes {sizes!r} must be unique positive token counts",
+                "give e.g. draft_capture_sizes=(2, 1), or leave it out to use capture_sizes",
+            )
+
+    @property
+    def draft_sizes(self) -> tuple[int, ...]:
+        """Sizes the draft must capture: its own when declared, else the main model's."""
+        return self.capture_sizes if self.draft_capture_sizes is None else self.draft_capture_sizes
 
     @property
     def module(self) -> str:

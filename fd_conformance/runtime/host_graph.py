@@ -13,7 +13,10 @@ run in CPU CI. :class:`HostGraph` reproduces the *contract* of a captured graph,
 Memory emulation (:class:`HostMemoryLedger`) counts the bytes of live tensors the host runtime
 itself allocated, weakly tracked (the ledger keeps nothing alive) and by category: static outputs
 of host graphs, parameter storage made by ``restore_parameter``, and ``clone()`` results (static
-buffers, copies a model keeps). Sizes are read when asked, so a released weight counts 0. A model
+buffers, copies a model keeps). Sizes are read when asked, so a released weight counts 0. A static
+output is graph memory only when the capture allocated it: one whose memory existed before the
+capture began (a persistent logits arena the graph writes into, a static input returned as is) is
+the engine's, as on a GPU, where it lives outside the graph's private pool. A model
 that resets its graphs but keeps their output buffers shows up as graph memory held after clear;
 a runner that keeps a copy of the weights every cycle shows up as growth. It does not see
 intermediate tensors, tensors a model makes with framework calls of its own, or views taken from
@@ -26,8 +29,10 @@ Framework-neutral: the Paddle and PyTorch adapters hand in their tensor operatio
 
 from __future__ import annotations
 
+import gc
+import types
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +53,7 @@ __all__ = [
     "HostTensorOps",
     "copy_tree_into",
     "tensor_leaves",
+    "tensors_reachable",
 ]
 
 
@@ -108,6 +114,50 @@ def tensor_leaves(tree: Any, is_tensor: Callable[[Any], bool]) -> list[Any]:
     return []
 
 
+# What the walk for pre-existing memory never enters: shared by everything (the runtime, modules)
+# or code and classes, through which the whole process would be reachable.
+_NOT_WALKED = (Runtime, type, types.ModuleType, types.CodeType, types.BuiltinFunctionType)
+#: Objects one walk visits at most: a tiny model has a few thousand; this bounds a pathological one.
+PRE_CAPTURE_WALK_LIMIT = 200_000
+
+
+def _held_by(obj: Any, root: Any) -> Iterable[Any]:
+    """What ``obj`` holds, for the walk. A function contributes its closure, defaults and
+    attributes; its module globals only for the captured callable itself (a global arena it
+    writes into), never for every function met on the way (everything is reachable from those)."""
+    if isinstance(obj, types.FunctionType):
+        held: list[Any] = [obj.__defaults__, obj.__kwdefaults__, obj.__dict__]
+        if any(obj is start for start in (root, getattr(root, "__func__", None))):
+            held.append(obj.__globals__)
+        for cell in obj.__closure__ or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # a cell not filled yet
+                continue
+        return held
+    return gc.get_referents(obj)
+
+
+def tensors_reachable(root: Any, is_tensor: Callable[[Any], bool], limit: int = PRE_CAPTURE_WALK_LIMIT) -> list[Any]:
+    """Tensors reachable from ``root`` (a callable about to be captured) through its closure,
+    bound object, globals and their attributes and containers: all the memory it could write into
+    without allocating. Tensors are collected, not entered."""
+    found: list[Any] = []
+    seen = {id(root)}
+    stack = [root]
+    while stack and len(seen) < limit:
+        obj = stack.pop()
+        for ref in _held_by(obj, root):
+            if ref is None or id(ref) in seen or isinstance(ref, _NOT_WALKED):
+                continue
+            seen.add(id(ref))
+            if is_tensor(ref):
+                found.append(ref)
+            else:
+                stack.append(ref)
+    return found
+
+
 def copy_tree_into(static: Any, fresh: Any, ops: HostTensorOps, where: str = "outputs") -> None:
     """Copy ``fresh`` into ``static`` leaf by leaf; structures must match as a graph's would."""
     if ops.is_tensor(static):
@@ -137,19 +187,49 @@ class HostGraph(RecordedGraph):
         self._fn: Callable[[], Any] | None = None
         self._outputs: Any = None
         self._captured_addresses: tuple[int, ...] = ()
+        self._graph_memory: list[Any] = []
 
     @property
     def static_outputs(self) -> Any:
         return self._outputs
 
+    @property
+    def graph_memory(self) -> list[Any]:
+        """The static outputs the capture allocated (what the ledger counts as this graph's
+        memory); empty once reset. Outputs in memory that existed before the capture are not here."""
+        return list(self._graph_memory)
+
     def _capture(self, fn: Callable[[], Any]) -> Any:
         # Addresses as baked into the graph; replay compares against them.
         self._captured_addresses = tuple(self.runtime.address(tensor) for _, tensor in self.captured_buffers)
+        # Memory that exists before the capture begins, held (strongly, until the outputs are
+        # judged) so that no address in it can be reused by an allocation inside the capture.
+        existing = tensors_reachable(fn, self._ops.is_tensor) + [tensor for _, tensor in self.captured_buffers]
         outputs = self._ops.run(fn)
+        spans = self._spans(existing)
+        self._graph_memory = []
         for leaf in tensor_leaves(outputs, self._ops.is_tensor):
+            if self._inside(leaf, spans):
+                continue  # the graph writes into the engine's memory (an arena): not graph memory
             self._ledger.track(leaf, MemoryCategory.GRAPH_OUTPUTS)
+            self._graph_memory.append(leaf)
         self._fn, self._outputs = fn, outputs
         return outputs
+
+    def _spans(self, tensors: list[Any]) -> list[tuple[int, int]]:
+        """[start, end) address ranges of live, non-empty tensors."""
+        spans = []
+        for tensor in tensors:
+            start, size = self.runtime.address(tensor), self._ops.nbytes(tensor)
+            if start and size:
+                spans.append((start, start + size))
+        return spans
+
+    def _inside(self, leaf: Any, spans: list[tuple[int, int]]) -> bool:
+        """True when ``leaf``'s memory overlaps memory that existed before the capture (a view of
+        an arena, or the arena itself): an allocation made inside cannot overlap a live one."""
+        start, size = self.runtime.address(leaf), self._ops.nbytes(leaf)
+        return bool(start and size) and any(start < end and lo < start + size for lo, end in spans)
 
     def check_not_stale(self) -> None:
         """Raise StaleGraphError where a GPU replay would read freed/foreign memory or hang."""
@@ -177,7 +257,7 @@ class HostGraph(RecordedGraph):
     def _reset(self) -> None:
         # Dropping our references is the whole "free": outputs the model still holds stay alive
         # and stay counted by the ledger -- that is the leak the emulation exists to show.
-        self._fn, self._outputs, self._captured_addresses = None, None, ()
+        self._fn, self._outputs, self._captured_addresses, self._graph_memory = None, None, (), []
 
 
 class HostEmulation:

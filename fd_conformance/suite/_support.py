@@ -131,17 +131,20 @@ def graphs_by_model(subject: Any) -> dict[str, list[Graph]]:
 
 
 def require_clear_methods(subject: Any) -> None:
-    """Skip a lifecycle check when a wrapper has no working clear method (none at all, or only
-    forwarding shims to a name nothing defines): the protocol check reports that (FDC001), and
-    every later step would only fail as a consequence of it."""
+    """Skip a lifecycle check when a wrapper has no working clear method (none at all, only
+    forwarding shims to a name nothing defines, or one that binds to something not callable or
+    needing arguments): the protocol check reports that (FDC001, FDC006, FDC005), and every later
+    step would only fail as a consequence of it."""
     import pytest
 
-    from fd_conformance.protocol import resolve_clear_method
+    from fd_conformance.protocol import check_protocol, resolve_clear_method
 
     for role, model in models_of(subject):
         if resolve_clear_method(model) is None:
+            codes = sorted({f.code for f in check_protocol(model) if f.is_error}) or ["FDC001"]
             pytest.skip(
-                f"{role} wrapper {type(model).__qualname__} has no working clear method; the protocol check reports it (FDC001)"
+                f"{role} wrapper {type(model).__qualname__} has no working clear method; the protocol check reports it "
+                f"({', '.join(codes)})"
             )
 
 
@@ -352,3 +355,152 @@ def guarded(verdict: CheckVerdict, code: str, during: str, hint: str, fn: Callab
         verdict.add(exception_finding(code, err, during, hint))
         return False
     return True
+
+
+# --------------------------------------------------------------------------- capture sizes (FDC306)
+SIZE_FIELDS = {"main": "capture_sizes", "draft": "draft_capture_sizes"}
+
+
+def declared_sizes(case: Any, subject: Any) -> dict[str, tuple[int, ...]]:
+    """Per model role, the sizes the case says it captures, largest first (the draft's default to
+    the main model's: ``ModelCase.draft_sizes``)."""
+    sizes = {"main": tuple(sorted(set(case.capture_sizes), reverse=True))}
+    if subject.draft is not None:
+        sizes["draft"] = tuple(sorted(set(case.draft_sizes), reverse=True))
+    return sizes
+
+
+def step_sizes(case: Any, subject: Any) -> list[int]:
+    """Every declared size of main and draft, largest first: one step at each makes every graph
+    exist, captured eagerly or lazily on first use."""
+    return sorted({size for sizes in declared_sizes(case, subject).values() for size in sizes}, reverse=True)
+
+
+def capture_size_findings(
+    declared: Mapping[str, Sequence[int]],
+    replayed: Mapping[int, Sequence[tuple[int, str]]],
+    roles: Mapping[int, str],
+    wrappers: Mapping[str, str],
+) -> list[Finding]:
+    """FDC306 for every declared size whose step replayed no graph of its own, per model.
+
+    ``replayed`` maps a step's token count to the graphs its forward replayed ((identity, label)
+    each; a size missing from it is not judged: its step did not complete); ``roles`` maps a graph identity to "main", "draft" or "unattributed" (held by neither
+    wrapper alone, e.g. in a runner's bank: it counts for either model, and is judged only at the
+    sizes both declare); ``wrappers`` names each role's class. A graph that the step of a LARGER
+    declared size replays too is that size's graph: the smaller step was padded into it.
+    """
+    findings: list[Finding] = []
+    common = set.intersection(*(set(sizes) for sizes in declared.values())) if declared else set()
+    judged: dict[str, Sequence[int]] = {**declared, "unattributed": sorted(common, reverse=True)}
+    for role, all_sizes in judged.items():
+        sizes = [size for size in all_sizes if size in replayed]
+        steps = {size: _graphs_of(replayed[size], roles, role) for size in sizes}
+        # A graph belongs to the largest declared size whose step replayed it.
+        owner: dict[int, int] = {}
+        for size in sorted(sizes):
+            owner.update(dict.fromkeys(steps[size], size))
+        own = [size for size in sizes if any(owner[gid] == size for gid in steps[size])]
+        for size in sizes:
+            graphs = steps[size]
+            if not graphs:
+                if role != "unattributed" and not _graphs_of(replayed[size], roles, "unattributed"):
+                    findings.append(_no_graph(role, size, own, wrappers))
+            elif all(owner[gid] > size for gid in graphs):
+                findings.append(_padded_into(role, size, graphs, owner, wrappers))
+    return findings
+
+
+def _graphs_of(step: Sequence[tuple[int, str]], roles: Mapping[int, str], role: str) -> dict[int, str]:
+    """The graphs of ``role`` among those one step replayed: identity -> label, once each."""
+    return {gid: label for gid, label in step if roles.get(gid, "unattributed") == role}
+
+
+def _whose(role: str, wrappers: Mapping[str, str]) -> str:
+    if role == "unattributed":
+        return "the runner (a graph held by neither wrapper alone)"
+    return f"{role} wrapper {wrappers[role]}"
+
+
+def _no_graph(role: str, size: int, own: Sequence[int], wrappers: Mapping[str, str]) -> Finding:
+    above = f" (larger than every size that has one: {max(own)})" if own and size > max(own) else ""
+    keep = f"{SIZE_FIELDS[role]}={tuple(own)!r}" if own else f"no {SIZE_FIELDS[role]} the engine does not capture"
+    return make_finding(
+        "FDC306",
+        f"capture size {size} has no {role} graph{above}: the {size}-token step of {_whose(role, wrappers)} replayed no graph",
+        f"capture a {role} graph for {size} tokens in capture_model() (or lazily on first use), or declare only the "
+        f"sizes the engine captures ({keep})",
+        Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
+    )
+
+
+def _padded_into(
+    role: str, size: int, graphs: Mapping[int, str], owner: Mapping[int, int], wrappers: Mapping[str, str]
+) -> Finding:
+    shown = ", ".join(f"{label!r} (the graph of size {owner[gid]})" for gid, label in graphs.items())
+    field = SIZE_FIELDS.get(role, "capture_sizes and draft_capture_sizes")
+    kind = "" if role == "unattributed" else f"{role} "
+    return make_finding(
+        "FDC306",
+        f"capture size {size} has no {kind}graph of its own: the {size}-token step of {_whose(role, wrappers)} "
+        f"replayed {shown}, padded up instead of a graph captured at {size}",
+        f"capture a graph for size {size} too (the runner's size list must hold every declared size), or drop {size} "
+        f"from the case's {field}",
+        Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
+    )
+
+
+# --------------------------------------------------------------------------- graph memory (FDC302)
+def role_name(role: str, subject: Any) -> str:
+    """``main wrapper Glm4MoeForCausalLM`` / ``draft wrapper ...`` / ``runner X`` (for graphs held
+    by neither wrapper alone): what a memory or clear finding blames."""
+    if role == "unattributed":
+        return f"runner {type(subject.runner).__qualname__} (graphs held by neither wrapper alone)"
+    model = subject.wrapper if role == "main" else subject.draft
+    return f"{role} wrapper {type(model).__qualname__}"
+
+
+def graph_memory_refs(subject: Any) -> list[tuple[str, str, weakref.ref[Any]]]:
+    """(role, graph label, weak reference) for every buffer the subject's graphs allocated, taken
+    before a clear so that what survives it can be named. Only graphs that can say which memory is
+    theirs (host emulation's ``graph_memory``) contribute; on a device the list is empty."""
+    refs: list[tuple[str, str, weakref.ref[Any]]] = []
+    for role, graphs in graphs_by_model(subject).items():
+        for graph in graphs:
+            for tensor in getattr(graph, "graph_memory", ()):
+                refs.append((role, graph.label, weakref.ref(tensor)))
+    return refs
+
+
+def memory_holders(refs: Sequence[tuple[str, str, weakref.ref[Any]]]) -> dict[str, list[str]]:
+    """Role -> labels of the graphs whose buffers are still alive (one label per kept buffer)."""
+    gc.collect()
+    kept: dict[str, list[str]] = {}
+    for role, label, ref in refs:
+        if ref() is not None:
+            kept.setdefault(role, []).append(label)
+    return kept
+
+
+def memory_leak_finding(subject: Any, amount: str, kept: Mapping[str, Sequence[str]], figures: str) -> Finding:
+    """FDC302 naming the wrapper (main/draft, class) whose graphs' buffers survive the clear; on a
+    device, whose allocator cannot tell owners apart, the wrappers that were cleared."""
+    if kept:
+        whose = "; ".join(
+            f"{role_name(role, subject)} keeps {len(labels)} output buffer(s) of graph(s) "
+            f"{', '.join(repr(label) for label in sorted(set(labels)))} alive"
+            for role, labels in kept.items()
+        )
+        blamed = [role_name(role, subject) for role in kept]
+        hint = (
+            f"in the clear of {' and '.join(blamed)}, drop every reference to its graphs' output buffers "
+            f"(they pin the graph memory pool), then empty the allocator cache"
+        )
+    else:
+        cleared = " and ".join(role_name(role, subject) for role, _ in models_of(subject))
+        blamed = [cleared]
+        whose = f"after clearing {cleared} (the allocator cannot tell which one holds it)"
+        hint = "drop every graph's output buffers and memory pool in clear, then empty the allocator cache"
+    return make_finding(
+        "FDC302", f"{amount} still held after clear: {whose} ({figures})", hint, Location(obj=" and ".join(blamed))
+    )

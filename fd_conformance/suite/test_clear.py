@@ -11,20 +11,24 @@ from typing import Any
 import pytest
 
 from fd_conformance.cases import ModelCase
-from fd_conformance.findings import Location, make_finding
 from fd_conformance.runtime.base import Runtime
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
     alive_graphs,
     clear_models,
+    graph_memory_refs,
     graph_refs,
     graphs_on,
     guarded,
+    memory_holders,
+    memory_leak_finding,
     memory_resolution,
+    models_of,
     recorded,
     recorder_findings,
     require_clear_methods,
     settled_memory,
+    step_sizes,
 )
 from fd_conformance.verdict import CheckVerdict
 
@@ -36,7 +40,7 @@ FLAG_FLIPS = [
     pytest.param(("draft_model_use_cudagraph",), id="draftOff"),
     pytest.param(("use_cudagraph", "draft_model_use_cudagraph"), id="bothOff"),
 ]
-SAFE_CLEAR_HINT = "make clear_graph_opt_backend() a no-op when there is no backend or no graph yet (no AttributeError)"
+SAFE_CLEAR_HINT = "make {call} a no-op when there is no backend or no graph yet (no AttributeError)"
 
 
 def test_clear_releases_graphs_and_memory(
@@ -49,6 +53,7 @@ def test_clear_releases_graphs_and_memory(
     baseline = settled_memory(fd_runtime)
     with recorded(fd_runtime) as recorder:
         refs = capture_to_clear(fd_case, fd_subject)
+        buffers = graph_memory_refs(fd_subject)  # before the clear: whose graphs' buffers they are
         clear_models(fd_subject)
         recorder.check_cleared()  # FDC203 for any graph still alive, named with its owner
     fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC203")  # order is C3's
@@ -61,42 +66,57 @@ def test_clear_releases_graphs_and_memory(
         "allocated": after.allocated - baseline.allocated,
         "reserved": after.reserved - baseline.reserved,
     }
+    figures = (
+        f"allocated {baseline.allocated} -> {after.allocated} B, reserved {baseline.reserved} -> {after.reserved} B "
+        f"from the post-warm-up baseline to after clear; resolution {resolution} B"
+    )
     if after.graphs is not None and baseline.graphs is not None:
         # Host emulation can attribute bytes: judge graph memory alone (a copy the model keeps
         # outside its graphs is not a clear leak; a GPU cannot tell the two apart).
         held = {"allocated": after.graphs - baseline.graphs}
+        figures = f"graph memory {baseline.graphs} -> {after.graphs} B from before capture to after clear"
     over = {kind: delta for kind, delta in held.items() if delta >= resolution}
     # Memory is judged only once no graph is alive: a live graph holds its pool by definition,
     # and FDC203 already names it (one defect, one finding).
     if "FDC203" not in fd_verdict.error_codes and over:
         unit = "bytes" if fd_runtime.graphs_are_real else "host-tracked graph-output bytes"
-        fd_verdict.add(
-            make_finding(
-                "FDC302",
-                f"{', '.join(f'{delta} {kind}' for kind, delta in over.items())} {unit} still held after clear "
-                f"(baseline {baseline}, after {after}, resolution {resolution})",
-                "drop every graph's output buffers and memory pool in clear, then empty the allocator cache",
-                Location(obj=fd_case.name),
-            )
+        amount = ", ".join(
+            f"{delta} {unit} {kind}" if fd_runtime.graphs_are_real else f"{delta} {unit}" for kind, delta in over.items()
         )
+        fd_verdict.add(memory_leak_finding(fd_subject, amount, memory_holders(buffers), figures))
     fd_verdict.conclude()
 
 
 def test_clear_before_capture_and_twice(fd_subject: Any, fd_verdict: CheckVerdict) -> None:
     require_clear_methods(fd_subject)
     graphs_on(fd_subject)
-    guarded(fd_verdict, "FDC303", "clear before any capture", SAFE_CLEAR_HINT, lambda: clear_models(fd_subject))
+    clear_each(fd_verdict, fd_subject, "before any capture")
     fd_subject.runner.capture_model()
-    if guarded(fd_verdict, "FDC303", "first clear after capture", SAFE_CLEAR_HINT, lambda: clear_models(fd_subject)):
-        guarded(fd_verdict, "FDC303", "second clear (clear twice)", SAFE_CLEAR_HINT, lambda: clear_models(fd_subject))
+    if clear_each(fd_verdict, fd_subject, "after capture (first clear)"):
+        clear_each(fd_verdict, fd_subject, "again (clear twice)")
     fd_verdict.conclude()
 
 
+def clear_each(verdict: CheckVerdict, subject: Any, when: str) -> bool:
+    """Each wrapper's clear on its own, so FDC303 names the one that raised (main or draft, its
+    class and the spelling called); whether every one succeeded."""
+    from fd_conformance.protocol import CANONICAL, LEGACY, resolve_clear_method
+
+    ok = True
+    for role, model in models_of(subject):
+        method = resolve_clear_method(model)
+        assert method is not None, f"{type(model).__qualname__}: require_clear_methods() must run first"
+        spelling = CANONICAL if hasattr(model, CANONICAL) else LEGACY
+        call = f"{type(model).__qualname__}.{spelling}()"
+        ok &= guarded(verdict, "FDC303", f"{role} wrapper {call} {when}", SAFE_CLEAR_HINT.format(call=call), method)
+    return ok
+
+
 def capture_to_clear(case: ModelCase, subject: Any) -> list[Any]:
-    """capture_model() and a step per size (graphs may be captured lazily on forward); weak
-    references to the graphs that now exist -- failing in one line when there are none."""
+    """capture_model() and a step per declared size, main and draft (graphs may be captured lazily
+    on forward); weak references to the graphs that now exist -- failing in one line when there are none."""
     subject.runner.capture_model()
-    for size in case.capture_sizes:
+    for size in step_sizes(case, subject):
         subject.forward(subject.make_inputs(size))
     refs = graph_refs(subject)
     if not refs:

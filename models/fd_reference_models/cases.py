@@ -18,6 +18,7 @@ DRAFT_SIZES = (2, 1)
 # fd_reference_models.paddle_models.subjects.MAIN_CAPTURE_SIZES, restated so that listing the
 # cases never imports paddle (a test keeps the two equal).
 PADDLE_SIZES = (8, 4, 2, 1)
+PADDLE_DRAFT_SIZES = (4, 2, 1)  # paddle_models.subjects.DRAFT_CAPTURE_SIZES, restated for the same reason
 # C6: the engine's config post-processing every reference model ships with. Property-testing it
 # costs ~0.3 s per case, so every good case carries it (no C6 SKIP on the reference zoo).
 CONFIG = {"config_postprocessor": config.postprocess, "config_builder": config.FDConfig.from_raw}
@@ -115,6 +116,14 @@ def mutant_clear_raises_before_capture(runtime: Runtime) -> Any:
     return _glm4_with_wrapper(runtime, "ClearRaisesBeforeCaptureGlm4Moe")
 
 
+def mutant_uncaptured_size(runtime: Runtime) -> Any:
+    """The engine captures sizes (4, 2) while the case declares (4, 2, 1): the 1-token step is
+    padded into the size-2 graph, so size 1 never gets a graph of its own."""
+    from fd_reference_models.torch_models.subject import glm4_moe_subject
+
+    return glm4_moe_subject(runtime, capture_sizes=(4, 2))
+
+
 CONFIG_MUTANT_DEFECTS = {  # config.MUTANTS name -> the one step it gets wrong (a test keeps the keys equal)
     "forcing_prefill_graphs": "prefill graphs forced on after the CPU-cache rule",
     "keeping_user_order": "capture sizes not sorted/deduplicated",
@@ -145,7 +154,11 @@ def torch_cases() -> list[ModelCase]:
     moe, draft, mm = frozenset({"moe"}), frozenset({"moe", "draft"}), frozenset({"multimodal"})
 
     def case(name: str, factory: Any, caps: frozenset[str], findings: tuple[str, ...] = (), description: str = "") -> ModelCase:
-        return ModelCase(name, "torch", factory, MAIN_SIZES, caps, frozenset(findings), description or (factory.__doc__ or ""))
+        draft_sizes = DRAFT_SIZES if "draft" in caps else None  # the MTP draft captures fewer sizes (FDC306 checks both)
+        return ModelCase(
+            name, "torch", factory, MAIN_SIZES, caps, frozenset(findings), description or (factory.__doc__ or ""),
+            draft_capture_sizes=draft_sizes,
+        )  # fmt: skip
 
     glm4 = dataclasses.replace(
         case("torch-glm4-moe", torch_glm4_moe, moe, description="GLM4-MoE (dense + MoE layer, shared expert, top-2 of 4)"),
@@ -219,6 +232,7 @@ def torch_cases() -> list[ModelCase]:
             ("FDC303",),
             "FastDeploy's AttributeError",
         ),
+        case("mutant-uncaptured-size", mutant_uncaptured_size, moe, ("FDC306",), "declared size 1 never captured (pads to 2)"),
         *config_mutant_cases(glm4),
     ]
 
@@ -286,7 +300,16 @@ def paddle_cases() -> list[ModelCase]:
     mtp = frozenset({"draft", "moe"})
 
     def mutant(name: str, factory: Any, codes: tuple[str, ...]) -> ModelCase:
-        return ModelCase(name, "paddle", factory, PADDLE_SIZES, mtp, frozenset(codes), factory.__doc__ or "")
+        return ModelCase(
+            name,
+            "paddle",
+            factory,
+            PADDLE_SIZES,
+            mtp,
+            frozenset(codes),
+            factory.__doc__ or "",
+            draft_capture_sizes=PADDLE_DRAFT_SIZES,
+        )
 
     return [
         ModelCase(
@@ -296,6 +319,7 @@ def paddle_cases() -> list[ModelCase]:
             PADDLE_SIZES,
             mtp,
             description="tiny Paddle GLM4-MoE + GLM4 MTP draft",
+            draft_capture_sizes=PADDLE_DRAFT_SIZES,
             **CONFIG,
         ),
         ModelCase(
