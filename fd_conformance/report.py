@@ -211,14 +211,17 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
     """(verdict, observed codes) for one case on one device; warnings count as observed, so a
     mutant built to draw a warning (FDC002) is caught by it. A row with a planned check that has
     no result (it did not run, or was deselected) is INCOMPLETE whatever the others say: its verdict
-    is not final. A failure that carries finding codes is explained by them: a mutant caught by a
+    is not final, unless a check of a model (not a mutant) failed: that is final. A failure that carries finding codes is explained by them: a mutant caught by a
     hang (FDC501) or crash (FDC502), whose report the isolation parent makes, is caught like any other."""
     observed = sorted(
         {c for r in results if r.outcome in (FAILED, XFAILED) for c in r.codes} | {c for r in results for c in r.warnings}
     )
     expected = sorted({c for r in results for c in r.expected})
     if any(r.outcome in NOT_RAN for r in results):
-        return INCOMPLETE, observed
+        # A failure of a model (not a mutant, whose codes must be complete) is final however
+        # many checks did not run: the row can never be certified, and "incomplete" would hide it.
+        failed = any(r.outcome == FAILED for r in results)
+        return (VIOLATIONS if failed and not (expect_mutants and expected) else INCOMPLETE), observed
     ran = any(r.outcome != SKIPPED for r in results)
     if not ran:
         # A mutant that ran nothing proved nothing: with expect_mutants it is MISSED (a check

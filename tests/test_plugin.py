@@ -115,8 +115,20 @@ def test_module_importing_a_missing_dependency_names_the_dependency(tmp_path: Pa
 
 
 def test_coerce_rejects_a_class(cases_file: Path) -> None:
-    with pytest.raises(UsageError, match="got type"):
+    with pytest.raises(UsageError, match="names ModelCase, a class: a Subject factory, not a case"):
         coerce_cases(ModelCase, "origin")
+
+
+def test_coerce_points_a_subject_factory_at_cases() -> None:
+    """Issue 24.16: `--model file.py:build` (the factory that takes the runtime) must say to point
+    --model at CASES, not report the TypeError of calling it without one."""
+
+    def build(runtime: object) -> object:
+        return runtime
+
+    with pytest.raises(UsageError, match="names build, a function that takes arguments") as info:
+        coerce_cases(build, "--model 'm.py:build'")
+    assert "point --model at the module's CASES" in info.value.fix
 
 
 def test_select_filters_runtime_mutants_and_duplicates(cases_file: Path) -> None:

@@ -191,3 +191,12 @@ def test_report_reads_the_results_file_of_a_run_directory(tmp_path: Path) -> Non
     )
     assert proc.returncode == rc, proc.stdout + proc.stderr + output
     assert "older kit" not in proc.stderr and proc.stdout.startswith("fd-conformance: "), proc.stdout + proc.stderr
+
+
+def test_a_declared_draft_the_factory_does_not_build_fails_the_row(tmp_path: Path) -> None:
+    """Issue 24.16: ModelCase.capabilities was read by nothing; a case declaring a draft whose
+    factory returns none was certified with every draft check skipped."""
+    rc, document, output = suite(tmp_path / "r", f"{OUTSIDE / 'acme_promises.py'}:CASES")
+    promised = row(document, "acme-draft-promised-not-built")
+    assert promised["verdict"] == report.VIOLATIONS and rc == 1, output
+    assert "declares capability 'draft' but its factory returned no draft" in promised["checks"]["clear"]["reason"]

@@ -73,7 +73,10 @@ class ModelCase:
     runtime: str  # "torch" | "paddle"
     factory: SubjectFactory
     capture_sizes: tuple[int, ...]
-    capabilities: frozenset[str] = frozenset()  # "draft", "multimodal", "moe"
+    # What the model has: "draft" is a promise the kit holds the factory to (a case that declares
+    # it and builds no draft fails every check, instead of certifying with every draft check
+    # skipped); "multimodal" and "moe" are labels for the reader.
+    capabilities: frozenset[str] = frozenset()
     expected_findings: frozenset[str] = frozenset()
     description: str = ""
     # Left out of the hash (a dict cannot be hashed; equality still compares it), so a frozen case
@@ -89,6 +92,11 @@ class ModelCase:
     # Matrix columns this case is certified on; None means all. A config-only mutant names
     # {"config"} so its good model underneath is not re-certified by every other check.
     checks: frozenset[str] | None = None
+    # True when the engine switches use_cudagraph / draft_model_use_cudagraph while serving, after
+    # graphs were captured under them. A runner that keys each clear on the flag it reads at clear
+    # time then strands graphs for real: FDC206 (an error) instead of the FDC205 warning that
+    # fixed-config engines (FastDeploy's runner has that shape) get.
+    switches_graph_flags_at_run_time: bool = False
     # The step sizes (tokens given to make_inputs) at which the DRAFT must replay a graph of its
     # own; None means the main model's capture_sizes. MTP drafts usually capture fewer sizes.
     draft_capture_sizes: tuple[int, ...] | None = None
@@ -96,11 +104,6 @@ class ModelCase:
     # the model makes torch.cuda.CUDAGraph itself and the runtime observes them (cases/native.py);
     # a subject without graphs() is taken as native too.
     graphs: str = "kit"
-    # True when the engine switches use_cudagraph / draft_model_use_cudagraph while serving, after
-    # graphs were captured under them. A runner that keys each clear on the flag it reads at clear
-    # time then strands graphs for real: FDC206 (an error) instead of the FDC205 warning that
-    # fixed-config engines (FastDeploy's runner has that shape) get.
-    switches_graph_flags_at_run_time: bool = False
 
     def __post_init__(self) -> None:
         sizes = self.draft_capture_sizes

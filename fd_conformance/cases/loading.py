@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Iterable
 from importlib.metadata import entry_points
@@ -94,6 +95,18 @@ def _one_line(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
+def _takes_arguments(factory: Any) -> bool:
+    """Whether calling ``factory()`` would fail for want of an argument (a case factory takes none)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return False
+    return any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        for p in signature.parameters.values()
+    )
+
+
 def coerce_cases(value: Any, origin: str, allow_empty: bool = False) -> list[ModelCase]:
     """Turn what a spec or entry point names into cases; ``origin`` names it in errors.
 
@@ -101,7 +114,15 @@ def coerce_cases(value: Any, origin: str, allow_empty: bool = False) -> list[Mod
     where neither torch nor paddle is installed); an explicit spec naming none is a mistake."""
     if isinstance(value, ModelCase):
         return [value]
-    if callable(value) and not isinstance(value, type):
+    if callable(value) and (isinstance(value, type) or _takes_arguments(value)):
+        # Most likely the Subject factory (it takes the runtime) or the Subject class itself: the
+        # spec must name the ModelCase list that wraps it.
+        what = "a class" if isinstance(value, type) else "a function that takes arguments"
+        raise UsageError(
+            f"{origin} names {getattr(value, '__name__', type(value).__name__)}, {what}: a Subject factory, not a case",
+            "point --model at the module's CASES: a list of ModelCase(name, runtime, factory, capture_sizes)",
+        )
+    if callable(value):
         try:
             produced = value()
         except Exception as err:

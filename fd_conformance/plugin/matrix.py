@@ -10,7 +10,7 @@ so asking pytest to rewrite it only warned in every user session; it holds no te
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,14 +119,27 @@ class ConformanceSession:
             # Every conformance check skipped (`-m gpu` without a GPU, a framework missing) or was
             # deselected: the session proved nothing, and exit 0 would let a CI job go green on it.
             if not self.config.getoption(FD_ALLOW_EMPTY):
-                self.nothing_certified = report.nothing_ran_reason(self.results)
+                self.nothing_certified = report.nothing_ran_reason(self.results) if self.results else self._all_deselected(plan)
                 session.exitstatus = EXIT_NOTHING_CERTIFIED
+            elif session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+                session.exitstatus = pytest.ExitCode.OK  # every check deselected, and the user allowed empty
             return
         verdict = report.exit_code(self.results, self.expect_mutants)
         if verdict != 0 or not self.outside_failures:
             # A failure outside the matrix (a test of the user's own) keeps pytest's 1; otherwise the
             # verdict decides: a mutant caught by a hang is a pass, a deselected check is incomplete.
             session.exitstatus = verdict
+
+    def _all_deselected(self, plan: Mapping[str, Any]) -> str:
+        """Why a session whose every conformance check was deselected certified nothing."""
+        from fd_conformance.devices import no_gpu_reason
+
+        count = sum(1 for t in plan.values() if t["case"])
+        why = f"all {count} conformance checks were deselected (-k/-m)"
+        if "gpu" in str(self.config.getoption("markexpr", "")) and no_gpu_reason() is not None:
+            # `-m gpu` keeps the cuda rows, which --fd-device=auto does not collect without a GPU.
+            why += f"; -m gpu selects the cuda rows, and this machine has no GPU ({no_gpu_reason()})"
+        return why
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.nothing_certified:
