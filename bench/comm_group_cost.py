@@ -10,6 +10,7 @@ and every C4 cycle shuts it down and starts it again, so the group's start is pa
 
     python bench/comm_group_cost.py                 # cuda when visible, else cpu
     python bench/comm_group_cost.py --device cpu --repeat 5
+    python bench/comm_group_cost.py --quick         # cpu, one repeat (CI: tests/test_bench.py)
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import os
 import subprocess
 import sys
+
+from _quick import add_quick
 
 from fd_conformance.devices import visible_gpu_count
 
@@ -67,7 +70,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--repeat", type=int, default=5)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.repeat = "cpu", 1
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     # NCCL's shutdown joins PyTorch's watchdog and heartbeat-monitor threads; the second variant
     # shows what the monitor's join costs (our own watchdog, not NCCL's, reports hangs).

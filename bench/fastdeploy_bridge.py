@@ -1,6 +1,7 @@
 """`fd-conformance fastdeploy` on FastDeploy's real history: the three tables per labelled commit.
 
     python bench/fastdeploy_bridge.py PATH_TO_FASTDEPLOY_GIT [--commits REV ...] [--max-examples N] [--full]
+    python bench/fastdeploy_bridge.py --quick   # the kit's FastDeploy-shaped fixture as a 3-commit history
 
 PATH is a FastDeploy checkout or a bare git directory; nothing is fetched. Each commit's
 ``fastdeploy/`` package is exported (``git archive COMMIT fastdeploy | tar -x``) into a temporary
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _quick import add_quick, fixture_repository, fixture_revisions
 from lint_fastdeploy import export, git_command, resolve
 
 # (revision, what it is, what the bridge must report there: table -> codes)
@@ -44,6 +46,17 @@ COMMITS = (
     ),
     ("7707be838^", "seed 004: before the CPU-cache guard", {"config": "FDC401"}),
     ("7707be838", "seed 004: the CPU-cache guard", {"config": "no FDC401"}),
+)
+
+
+# --quick: the fixture history (bench/_quick.py), with what its README says each state reproduces.
+QUICK_COMMITS = tuple(
+    (rev, note, expected)
+    for (rev, note), expected in zip(
+        fixture_revisions(),
+        ({"runner": "FDC201 FDC202"}, {"runner": "FDC203 (main off, draft on)"}, {"runner": "-", "config": "no FDC401"}),
+        strict=True,
+    )
 )
 
 
@@ -105,11 +118,24 @@ def summarise(data: dict) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="FastDeploy checkout or bare git directory")
+    parser.add_argument("path", type=Path, nargs="?", help="FastDeploy checkout or bare git directory")
     parser.add_argument("--commits", nargs="*", default=None, help="revisions to run (default: the labelled set)")
     parser.add_argument("--max-examples", type=int, default=100, help="Hypothesis examples per config rule")
     parser.add_argument("--full", action="store_true", help="also print the bridge's own tables")
+    add_quick(parser)
     args = parser.parse_args(argv)
+    if args.quick and args.path is None:
+        args.max_examples = min(args.max_examples, 5)
+        with tempfile.TemporaryDirectory(prefix="fd-bridge-bench-quick-") as tmp:
+            return bench(fixture_repository(Path(tmp) / "repo"), args, QUICK_COMMITS)
+    if args.path is None:
+        parser.error("pass PATH_TO_FASTDEPLOY_GIT (or --quick)")
+    return bench(args.path, args, COMMITS)
+
+
+def bench(path: Path, args: argparse.Namespace, commits: tuple[tuple[str, str, dict[str, str]], ...]) -> int:
+    """Run the bridge on each commit of the repository at ``path`` and print what it found."""
+    args.path = path
     if not args.path.exists():
         print(f"SKIP: {args.path} does not exist (pass a FastDeploy clone or bare git dir; nothing is fetched)")
         return 0
@@ -117,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if git is None:
         print(f"SKIP: {args.path} is not a git repository")
         return 0
-    chosen = [(c, "", {}) for c in args.commits] if args.commits else list(COMMITS)
+    chosen = [(c, "", {}) for c in args.commits] if args.commits else list(commits)
     total = time.perf_counter()
     for rev, note, expected in chosen:
         commit = resolve(git, rev)

@@ -10,6 +10,7 @@ Two figures, each from fresh processes (what a user pays, warm OS file cache):
 
     python bench/first_result.py                       # cuda when visible, else cpu
     python bench/first_result.py --device cpu --case torch-glm4-moe
+    python bench/first_result.py --quick         # cpu; the session in-process, one case's config check
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from _quick import add_quick, quick_selection
 
 from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.devices import visible_gpu_count
@@ -65,7 +68,7 @@ print(json.dumps(marks))
 SESSION_BOUND_S = 120.0  # a session past this is reported as such, not waited for
 
 
-def session(device: str, case: str, extra: list[str]) -> tuple[dict[str, float | None], float, str]:
+def session(device: str, selection: list[str], extra: list[str]) -> tuple[dict[str, float | None], float, str]:
     """Seconds from launch to pytest's "collected" line, to the first result line and to the first
     result of a check that builds the model (C6 config runs first and needs no framework), the
     session's total, and the first result line. launch -> collected is pytest's own start and
@@ -73,7 +76,7 @@ def session(device: str, case: str, extra: list[str]) -> tuple[dict[str, float |
     with tempfile.TemporaryDirectory(prefix="fdc-first-") as out:
         # --fd-device: only this device's rows exist, so C6 runs on this row (as in `run --device`)
         cmd = [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-v", "-p", "no:cacheprovider", *NO_HYPOTHESIS_PLUGIN,
-               f"--fd-report={out}", f"--fd-device={device}", "-k", case, *extra]  # fmt: skip
+               f"--fd-report={out}", f"--fd-device={device}", *selection, *extra]  # fmt: skip
         if device == "cuda":
             cmd += ["-m", "gpu"]
         start = time.perf_counter()
@@ -120,10 +123,14 @@ def main() -> int:
         default=["isolated", "in-process"],
         help="which suite sessions to time after the phases (none: phases only)",
     )
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.case, args.sessions = "cpu", "torch-glm4-moe", ["in-process"]
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     case = args.case
     exact = f"{case}-{device}"  # -k on the parameter id: not its -mtp sibling
+    selection = quick_selection(device) if args.quick else ["-k", exact]
     try:
         argv = [sys.executable, "-c", PHASES, device, case, *([str(args.profile)] if args.profile else [])]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=SESSION_BOUND_S)
@@ -144,7 +151,7 @@ def main() -> int:
     print(f"  {'total':<32} {sum(marks.values()):7.3f} s")
     modes = {"isolated": ("isolated (default)", []), "in-process": ("in-process (--fd-isolate=off)", ["--fd-isolate=off"])}
     for label, extra in (modes[m] for m in args.sessions):
-        marks, total, line = session(device, exact, extra)
+        marks, total, line = session(device, selection, extra)
         shown = ", ".join(f"{name} {t:.1f} s" if t is not None else f"{name} none" for name, t in marks.items())
         print(f"session {label:<30} {shown}, session {total:.1f} s  [{line[:200]}]")
     return 0

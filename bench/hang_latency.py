@@ -6,13 +6,13 @@ For each CPU hang class a three-test file (pass, hang, pass) runs in a fresh pyt
   * signal      (pytest-timeout --timeout=T --timeout-method=signal, isolation off)
   * thread      (pytest-timeout --timeout=T --timeout-method=thread, isolation off)
 A session still running at T + HARNESS_GRACE_S is killed by this script (counted as "stuck").
-Prints a table; asserts nothing. Usage: python bench/hang_latency.py [--timeout 2]
+Prints a table; asserts nothing. Usage: python bench/hang_latency.py [--timeout 2] [--quick]
+(--quick: one hang class, the isolation and signal methods, T = 1 s).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +20,10 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from _quick import add_quick
+
+from fd_conformance.isolation.results import read_results
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("python_loop", "c_wait_gil_released", "c_call_holding_gil", "thread_deadlock")
@@ -66,8 +70,9 @@ def run_one(kind: str, method: str, timeout: float, workdir: Path) -> dict[str, 
     hang_report_s: float | None = None
     replacement_s: float | None = None
     if results.exists():
-        for line in results.read_text().splitlines():
-            record = json.loads(line)
+        # The kit's own reader: the file also holds plan and session lines (and a killed
+        # session's torn last line), which are not results.
+        for record in read_results(results):
             reported.add(record["nodeid"].split("::")[1])
             if record["nodeid"].endswith("::test_hang") and record["outcome"] == "hang":
                 hang_report_s = record["duration"] - timeout
@@ -92,10 +97,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=2.0)
     parser.add_argument("--methods", default="isolation,isolation-nospare,signal,thread")
+    add_quick(parser)
     args = parser.parse_args()
+    kinds = KINDS
+    if args.quick:
+        kinds, args.methods, args.timeout = KINDS[:1], "isolation,signal", 1.0
     rows = []
     with tempfile.TemporaryDirectory(prefix="fdc-bench-") as tmp:
-        for kind in KINDS:
+        for kind in kinds:
             for method in args.methods.split(","):
                 rows.append(run_one(kind, method, args.timeout, Path(tmp)))
                 r = rows[-1]

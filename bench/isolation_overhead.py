@@ -3,6 +3,7 @@
 The test set is generated: N small numpy tests (a few ms of work each, like a tiny-model check).
 Both sessions are fresh ``python -m pytest`` processes; the best of --repeat runs is kept.
 Prints the figures and the ratio; asserts nothing. Usage: python bench/isolation_overhead.py [--tests 40]
+[--quick] (--quick: 3 tests, one round, without the no-spare variant).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _quick import add_quick
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_BODY = """
@@ -45,11 +48,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.tests, args.repeat = 3, 1
     with tempfile.TemporaryDirectory(prefix="fdc-overhead-") as tmp:
         test_file = Path(tmp) / "test_overhead_set.py"
         test_file.write_text(TEST_BODY.format(n=args.tests))
         variants = {"in-process": ("off",), "isolated": ("all",), "isolated, no spare": ("all", "--fd-no-spare")}
+        if args.quick:
+            del variants["isolated, no spare"]  # the same code path with one more flag: a session saved
         walls: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.repeat):  # interleaved, so load from other processes hits every variant alike
             for name, spec in variants.items():

@@ -10,6 +10,7 @@ cache, labels and flags), so the floor is not only that of code we wrote.
 
     python bench/leak_resolution.py                 # cuda when a GPU is visible, else cpu
     python bench/leak_resolution.py --device cpu --cycles 20
+    python bench/leak_resolution.py --quick         # cpu, one model, 2 cycles (CI: tests/test_bench.py)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _quick import add_quick
 
 from fd_conformance.cases import ModelCase
 from fd_conformance.devices import visible_gpu_count
@@ -60,7 +62,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--cycles", type=int, default=20)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.cycles = "cpu", 2
     device = args.device if args.device != "auto" else ("cuda" if visible_gpu_count() else "cpu")
     runtime = get_runtime("torch", device)
     resolution = memory_resolution(runtime)
@@ -69,7 +74,7 @@ def main() -> int:
     )
     print(f"{'model':<26} {'cycles':>6} {'max|d alloc| B':>15} {'max|d reserved| B':>18}  false positive")
     floors: list[int] = []
-    cases = good_torch_cases()
+    cases = good_torch_cases()[:1] if args.quick else good_torch_cases()
     for case in cases:
         subject = case.factory(runtime)
         graphs_on(subject)

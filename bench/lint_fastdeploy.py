@@ -1,6 +1,7 @@
 """Linter precision and recall on FastDeploy's real history, against our own labels.
 
     python bench/lint_fastdeploy.py PATH_TO_FASTDEPLOY_GIT [--json]
+    python bench/lint_fastdeploy.py --quick     # the kit's FastDeploy-shaped fixture as a 3-commit history
 
 PATH is a FastDeploy checkout (a work tree with ``.git``) or a bare git directory; nothing is
 fetched. For each labelled commit the ``fastdeploy/`` package is exported (``git archive``) into a
@@ -27,6 +28,9 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _quick beside us, also when loaded by file path (tests)
+from _quick import add_quick, fixture_repository, fixture_revisions
 
 from fd_conformance.lint import LintConfig, lint_paths
 
@@ -127,6 +131,13 @@ LABELS = (
 )
 
 
+# --quick: the fixture history (bench/_quick.py), labelled from the fixture's README the same way.
+QUICK_LABELS = tuple(
+    Label(rev, note, expected)
+    for (rev, note), expected in zip(fixture_revisions(), (RELEASE_THEN_CLEAR, DRAFT_UNDER_MAIN_FLAG, ()), strict=True)
+)
+
+
 # --------------------------------------------------------------------------- git
 def git_command(path: Path) -> list[str] | None:
     """``git`` argv prefix for a work tree or a bare git directory; None when it is neither."""
@@ -211,9 +222,21 @@ def lint_commit(git: list[str], commit: str) -> set[tuple[str, str, str]]:
 # --------------------------------------------------------------------------- report
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", type=Path, help="FastDeploy checkout or bare git directory")
+    parser.add_argument("path", type=Path, nargs="?", help="FastDeploy checkout or bare git directory")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_quick(parser)
     args = parser.parse_args(argv)
+    if args.quick and args.path is None:
+        with tempfile.TemporaryDirectory(prefix="fd-lint-bench-quick-") as tmp:
+            return report(fixture_repository(Path(tmp) / "repo"), QUICK_LABELS, args.json)
+    if args.path is None:
+        parser.error("pass PATH_TO_FASTDEPLOY_GIT (or --quick)")
+    return report(args.path, LABELS, args.json)
+
+
+def report(path: Path, labels: tuple[Label, ...], as_json: bool) -> int:
+    """Lint every labelled commit of the repository at ``path`` and print the table (or JSON)."""
+    args = argparse.Namespace(path=path, json=as_json)
     if not args.path.exists():
         print(f"skip: {args.path} does not exist (pass a FastDeploy checkout or git directory)")
         return 0
@@ -222,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.path} is not a git checkout or git directory", file=sys.stderr)
         return 2
     rows = []
-    for label in LABELS:
+    for label in labels:
         commit = resolve(git, label.commit)
         if commit is None:
             rows.append({"commit": label.commit, "skipped": "not in this repository"})

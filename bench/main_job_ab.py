@@ -11,12 +11,12 @@ last check is shutdown), and the verdict line, so a faster tree that judges
 differently shows it.
 
     python bench/main_job_ab.py /tmp/old /tmp/new --repeat 2 -- --device cuda
+    python bench/main_job_ab.py --quick         # this checkout, one cpu run of one case's config check
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -24,6 +24,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _quick import ROOT, add_quick, quick_selection
+
+from fd_conformance.isolation.results import load_results_file
 
 
 def one_run(tree: Path, run_args: list[str]) -> dict[str, object]:
@@ -37,10 +41,10 @@ def one_run(tree: Path, run_args: list[str]) -> dict[str, object]:
         results = out / "results.jsonl"
         if not results.is_file():
             sys.exit(f"{tree}: the run wrote no results (exit {proc.returncode}):\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-        records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-        finished = [float(r["finished"]) for r in records if "nodeid" in r]
-        ended = [float(r["finished"]) for r in records if r.get("kind") == "session"]
-        planned = [float(r["created"]) for r in records if r.get("kind") == "plan"]  # collection done
+        parsed = load_results_file(results)  # the kit's reader: plan, session and result lines apart
+        finished = [float(r["finished"]) for r in parsed.results]
+        ended = [float(s["finished"]) for s in parsed.sessions]
+        planned = [float(p["created"]) for p in parsed.plans]  # collection done
         verdict = next((line for line in proc.stdout.splitlines() if line.startswith("fd-conformance:")), proc.stdout[-300:])
         return {
             "wall": wall,
@@ -54,12 +58,18 @@ def one_run(tree: Path, run_args: list[str]) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="after --: arguments of `fd-conformance run`")
-    parser.add_argument("trees", nargs="+", type=Path, help="source trees (each holds fd_conformance/ and models/)")
+    parser.add_argument("trees", nargs="*", type=Path, help="source trees (each holds fd_conformance/ and models/)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per tree, interleaved (default 2)")
+    add_quick(parser)
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
     run_args = argv[cut + 1 :]  # after --: arguments of `fd-conformance run`
+    if args.quick:
+        args.trees, args.repeat = args.trees or [ROOT], 1
+        run_args = run_args or ["--device", "cpu", "--", *quick_selection()]
+    if not args.trees:
+        parser.error("pass at least one source tree (or --quick)")
     for tree in args.trees:
         if not (tree / "fd_conformance" / "cli").is_dir():
             parser.error(f"{tree} holds no fd_conformance/cli: pass a checkout of this repository")

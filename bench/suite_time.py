@@ -7,6 +7,7 @@ what a CI job pays.
     python bench/suite_time.py --include-mutants   # the mutant-verification session
     python bench/suite_time.py --isolate off       # in-process, to see the isolation overhead
     python bench/suite_time.py --device cuda --workers 0 2 4 8   # serial vs -n N on one GPU, speed-up
+    python bench/suite_time.py --quick             # cpu, one case's config check
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from _quick import add_quick, quick_selection
 
 from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.devices import visible_gpu_count
@@ -40,6 +43,8 @@ def run_suite(device: str, args: argparse.Namespace, workers: int = 0) -> tuple[
             cmd.append("--fd-include-mutants")
         if workers:
             cmd += ["-n", str(workers)]
+        if args.quick:
+            cmd += quick_selection(device)
         start = time.perf_counter()
         # cwd: an empty directory, as a user's project is; from this repository every pytest
         # process (xdist and isolation workers too) would load tests/conftest.py, 2-3 s each.
@@ -77,7 +82,10 @@ def main() -> int:
     parser.add_argument("--include-mutants", action="store_true", help="time the mutant-verification session instead")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="auto: cpu, and cuda when visible")
     parser.add_argument("--workers", type=int, nargs="+", default=[0], metavar="N", help="-n values to time (0 = serial)")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.cycles, args.workers = "cpu", 3, [0]
     gpu = visible_gpu_count() > 0
     devices = {"auto": ["cpu"] + (["cuda"] if gpu else []), "cpu": ["cpu"], "cuda": ["cuda"] if gpu else []}[args.device]
     for device in devices:

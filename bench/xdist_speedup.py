@@ -4,7 +4,8 @@ Each worker gets its own GPU from the plugin (fd_conformance/plugin/gpus.py, ass
 two sessions differ only in parallelism. Both are fresh ``python -m pytest`` processes running
 ``--pyargs fd_conformance.suite -m gpu`` (plus any extra pytest arguments after ``--``); the best of
 --repeat runs is kept. Prints the figures and the speed-up; asserts nothing. Needs >= 2 visible
-GPUs and pytest-xdist. Usage: python bench/xdist_speedup.py [--repeat 2] [-- --fd-model SPEC ...]
+GPUs and pytest-xdist. Usage: python bench/xdist_speedup.py [--repeat 2] [--quick] [-- --fd-model SPEC ...]
+(--quick: one session per setting, one case's config check; without 2 GPUs it says so, exit 2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _quick import add_quick, quick_selection
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE_ARGS = ["--pyargs", "fd_conformance.suite", "-m", "gpu", "-q", "-p", "no:cacheprovider"]
@@ -38,7 +41,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2, help="sessions per setting; the fastest is kept")
     parser.add_argument("extra", nargs="*", help="extra pytest arguments (after --)")
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.repeat, args.extra = 1, [*args.extra, *quick_selection("cuda")]
     from fd_conformance.devices import visible_gpu_count
 
     gpus = visible_gpu_count()

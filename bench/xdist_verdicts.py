@@ -4,6 +4,7 @@ whether every row and every test was judged the same as the first (serial) sessi
     python bench/xdist_verdicts.py                                  # cpu rows, -n 0, 2, 4, good cases
     python bench/xdist_verdicts.py --device cuda --include-mutants  # on one GPU: -n 0 vs -n 4 ...
     python bench/xdist_verdicts.py --model tests/fixtures/outside_models/acme_lm.py:CASES
+    python bench/xdist_verdicts.py --quick      # cpu, -n 0 vs -n 1, one case's config check
 
 Exits 1 when a session disagrees with the first one (the differing rows are printed).
 """
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _quick import add_quick, quick_selection
+
 from fd_conformance.cli.run import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.report import verdicts_of
 
@@ -35,6 +38,8 @@ def session(device: str, workers: int, args: argparse.Namespace) -> tuple[float,
             cmd.append("--fd-include-mutants")
         if workers:
             cmd += ["-n", str(workers)]
+        if args.quick:
+            cmd += quick_selection(device)
         env = {**os.environ, **({"FD_CONFORMANCE_GPU": "0"} if device == "cpu" else {})}
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -54,7 +59,10 @@ def main() -> int:
     parser.add_argument("--model", action="append", default=[], help="--fd-model spec (repeatable); default: installed cases")
     parser.add_argument("--include-mutants", action="store_true")
     parser.add_argument("--cycles", type=int, default=3)
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.workers = "cpu", [0, 1]
     reference: dict[str, Any] | None = None
     first_wall = 0.0
     differs = False

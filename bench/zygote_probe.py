@@ -10,6 +10,7 @@ every child could use the device at all after the fork (a parent that initialise
 import that did, leaves its forked children unable to).
 
     python bench/zygote_probe.py --device cuda --workers 8
+    python bench/zygote_probe.py --quick        # cpu, 1 worker each way (no CUDA: the fork question is moot)
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import os
 import subprocess
 import sys
 import time
+
+from _quick import add_quick
 
 
 def preload() -> None:
@@ -109,7 +112,10 @@ def main() -> int:
     parser.add_argument("--case", default="torch-glm4-moe")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one spawned worker
+    add_quick(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.device, args.workers = "cpu", 1
     if args.child:
         preload()
         print("done", first_check(args.device, args.case), flush=True)
