@@ -43,7 +43,7 @@ def fenced_after(marker: str, language: str) -> list[str]:
 
 def tutorial_module() -> str:
     blocks = fenced_after(MODULE_MARKER, "python")
-    assert len(blocks) >= 4, f"expected the tutorial's 4 steps as marked python blocks, found {len(blocks)}"
+    assert len(blocks) >= 5, f"expected the tutorial's 5 code steps as marked python blocks, found {len(blocks)}"
     return "\n\n".join(blocks)
 
 
@@ -97,3 +97,17 @@ def test_tutorial_model_without_its_clear_method_is_not_certified(tmp_path: Path
     assert result["proc"].returncode == 1, result["log"]
     assert row["verdict"] != "certified", row
     assert "FDC001" in row["observed_findings"], (row, result["log"])
+
+
+RUNNER_WITH_DRAFT = "WeightCycleRunner(runtime, self.wrapper, self.draft)"
+
+
+def test_tutorial_runner_that_never_hears_of_the_draft_is_not_certified(tmp_path: Path) -> None:
+    """The draft is the tutorial's point: a runner given only the main model leaves the draft's
+    graphs alive across the weight release, and the row must say so, naming the runner."""
+    source = tutorial_module()
+    assert source.count(RUNNER_WITH_DRAFT) == 1, "the tutorial's subject no longer hands the runner its draft"
+    result = certify(tmp_path / "forgets-draft", source.replace(RUNNER_WITH_DRAFT, "WeightCycleRunner(runtime, self.wrapper)"))
+    row = result["row"]
+    assert result["proc"].returncode == 1 and row["verdict"] == "violations", result["log"]
+    assert {"FDC201", "FDC203"} <= set(row["observed_findings"]), (row["observed_findings"], result["log"])
