@@ -31,6 +31,7 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "lint_fastdeploy.py": (0, ("overall: 3 commits, TP 2, FP 0, FN 0",)),
     "lint_speed.py": (0, ("full tree (jobs=1)       files: 40", "changed files + context  files: 4")),
     "main_job_ab.py": (0, ("plan (collection done) at", "fd-conformance: ")),
+    "native_overhead.py": (0, ("native hooks overhead on cpu", "quill decoder (hidden 32, 8 tokens)", "serving stack")),
     # issue 25's bench (another session's work, landing beside this file): its own --quick
     "native_overhead.py": (0, ("native hooks overhead on cpu", "serving stack")),
     "suite_time.py": (0, ("-n 0: cpu (host-emulated graphs)", "config")),

@@ -1,0 +1,142 @@
+"""What native mode's hooks cost on capture and on replay (issue 25's goal: at most 5 %).
+
+The same model is timed with the hooks off and on (a TorchGraphObserver installed and a
+LifecycleRecorder listening, as during a check), in alternating rounds, medians compared:
+
+* capture: one ``torch.cuda.graph`` around one forward (its own synchronize and cache emptying
+  included, as a model pays it), median over the captures;
+* replay: N replays back to back and one synchronize, per replay: what a decode loop sees;
+* replay CPU: the same N replay calls without the final synchronize, per call: the launch path
+  alone, where the hook's Python runs (a GPU-bound loop hides it; a launch-bound one does not).
+
+Models: Quill's decoder as the native suites run it (tests/fixtures/native_models, hidden 32), and
+a serving-sized stack of the same mixers (hidden 2048, 8 mixers, 64 tokens).
+
+    python bench/native_overhead.py              # cuda
+    python bench/native_overhead.py --quick      # cpu through the test double of the graph class
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from _quick import add_quick
+
+from fd_conformance.lifecycle import LifecycleRecorder
+from fd_conformance.runtime import get_runtime
+from fd_conformance.runtime.base import Runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests" / "fixtures" / "native_models"), str(ROOT / "tests")]
+
+from quill.blocks import Decoder, GatedMixer  # noqa: E402
+
+
+def models(device: str, quick: bool) -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
+    """(label, model, static input) of each model timed."""
+    tiny = Decoder().to(device).eval()
+    hidden, depth, tokens = (64, 2, 4) if quick else (2048, 8, 64)
+    big = torch.nn.Sequential(*(GatedMixer(hidden) for _ in range(depth))).to(device).eval()
+    return [
+        ("quill decoder (hidden 32, 8 tokens)", tiny, torch.zeros(8, dtype=torch.long, device=device)),
+        (f"serving stack (hidden {hidden}, {depth} mixers, {tokens} tokens)", big, torch.randn(tokens, hidden, device=device)),
+    ]
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def capture(model: torch.nn.Module, x: torch.Tensor) -> Any:
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        model(x)
+    return graph
+
+
+def time_capture(model: torch.nn.Module, x: torch.Tensor, device: str, n: int) -> float:
+    times = []
+    for _ in range(n):
+        sync(device)
+        start = time.perf_counter()
+        graph = capture(model, x)
+        sync(device)
+        times.append(time.perf_counter() - start)
+        del graph
+    return statistics.median(times)
+
+
+def time_replay(model: torch.nn.Module, x: torch.Tensor, device: str, n: int) -> tuple[float, float]:
+    """(per replay with a final synchronize, per replay call alone) in seconds."""
+    graph = capture(model, x)
+    for _ in range(10):
+        graph.replay()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(n):
+        graph.replay()
+    launched = time.perf_counter()
+    sync(device)
+    done = time.perf_counter()
+    return (done - start) / n, (launched - start) / n
+
+
+def measure(hooks: bool, runtime: Runtime, fn: Callable[..., Any], model: torch.nn.Module, *args: Any) -> Any:
+    """``fn(model, *args)``, with the hooks installed and a recorder listening when ``hooks``."""
+    if not hooks:
+        return fn(model, *args)
+    with runtime.observe_native_graphs() as observer, LifecycleRecorder(runtime):
+        observer.set_roots([("main", model)])
+        return fn(model, *args)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="alternating off/on rounds (default 5)")
+    parser.add_argument("--captures", type=int, default=10, help="captures per round (default 10)")
+    parser.add_argument("--replays", type=int, default=2000, help="replays per round (default 2000)")
+    add_quick(parser)
+    args = parser.parse_args()
+    if args.quick:
+        import native_double  # the CPU double of torch.cuda.CUDAGraph (tests/native_double.py)
+        import pytest
+
+        native_double.install(pytest.MonkeyPatch())
+        device, args.rounds, args.captures, args.replays = "cpu", 1, 2, 5
+    elif not torch.cuda.is_available():
+        print("needs a CUDA device (use --quick on a CPU)")
+        return 2
+    else:
+        device = "cuda"
+    runtime = get_runtime("torch", device)
+    print(f"native hooks overhead on {device} ({runtime.device_name()}), torch {torch.__version__}, {args.rounds} rounds")
+    header = f"{'model':<48} {'capture off/on ms':>18} {'ovh':>7} {'replay off/on us':>17} {'ovh':>7} {'replay CPU off/on us':>21} {'ovh':>7}"
+    print(header)
+    with torch.no_grad():
+        for label, model, x in models(device, args.quick):
+            model(x)  # warm-up: lazy library state
+            figures: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+            for _ in range(args.rounds):
+                for hooks in (False, True):
+                    cap = measure(hooks, runtime, time_capture, model, x, device, args.captures)
+                    rep, cpu = measure(hooks, runtime, time_replay, model, x, device, args.replays)
+                    figures[hooks].append((cap, rep, cpu))
+            med = {h: [statistics.median(col) for col in zip(*rows, strict=True)] for h, rows in figures.items()}
+            cells = []
+            for i, (scale, width) in enumerate(((1e3, 18), (1e6, 17), (1e6, 21))):
+                off, on = med[False][i], med[True][i]
+                cells.append(f"{f'{off * scale:.3f}/{on * scale:.3f}':>{width}} {100 * (on - off) / off:>+6.1f}%")
+            print(f"{label:<48} {' '.join(cells)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
