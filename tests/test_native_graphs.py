@@ -323,6 +323,15 @@ def test_lifecycle_calls_are_observation_points_and_are_undone(observer: TorchGr
     assert "clear_parameters" not in vars(engine)
 
 
+def test_a_case_names_a_graph_mode_it_knows() -> None:
+    from fd_conformance.cases import ModelCase
+    from fd_conformance.errors import UsageError
+
+    assert ModelCase("n", "torch", object, (1,), graphs="native").graphs == "native"
+    with pytest.raises(UsageError, match="graphs='cuda' is neither 'kit' nor 'native'"):
+        ModelCase("n", "torch", object, (1,), graphs="cuda")
+
+
 # --- the suites over native cases --------------------------------------------------------------------
 
 

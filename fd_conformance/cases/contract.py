@@ -112,6 +112,11 @@ class ModelCase:
                 f"case {self.name!r}: draft_capture_sizes {sizes!r} must be unique positive token counts",
                 "give e.g. draft_capture_sizes=(2, 1), or leave it out to use capture_sizes",
             )
+        if self.graphs not in ("kit", "native"):
+            raise UsageError(
+                f"case {self.name!r}: graphs={self.graphs!r} is neither 'kit' nor 'native'",
+                "give graphs='native' for a model that makes torch.cuda graphs itself, or leave it out (the kit's graphs)",
+            )
 
     @property
     def draft_sizes(self) -> tuple[int, ...]:

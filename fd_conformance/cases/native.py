@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from fd_conformance.runtime.base import Graph, GraphObserver
 
 KIT, NATIVE = "kit", "native"
-GRAPH_MODES = (KIT, NATIVE)
 RUNNER_CALLS = ("capture_model", "clear_parameters", "update_parameters")
 MODEL_CALLS = (CANONICAL, LEGACY)
 
