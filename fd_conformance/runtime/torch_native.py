@@ -90,7 +90,7 @@ class _Slot:
         module = self.module()
         if module is None:
             return None
-        tensor = module.__dict__[self.table].get(self.key)
+        tensor = module.__dict__.get(self.table, {}).get(self.key)
         # ``del m.weight; m.weight = tensor`` leaves a plain attribute: still what forward reads
         return tensor if tensor is not None else module.__dict__.get(self.key)
 
@@ -172,6 +172,7 @@ class TorchGraphObserver(GraphObserver):
         self._saved: dict[str, Any] = {}
         self._closed = False
         self._collecting = False
+        self._names_fresh = False
         self._install()
 
     # --- GraphObserver ---------------------------------------------------------------------
@@ -330,6 +331,7 @@ class TorchGraphObserver(GraphObserver):
         if not self._capturing:
             self._remove_hook()
         self._scan()  # changes before this capture belong before it
+        self._names_fresh = False
         modules = list(record.modules.values())
         record.slots = tuple(self._slot(module, table, key) for module in modules for table, key in _captured_keys(module))
         record.modules = {}
@@ -409,7 +411,9 @@ class TorchGraphObserver(GraphObserver):
 
     # --- names ----------------------------------------------------------------------------
     def _known(self, module: torch.nn.Module) -> tuple[frozenset[str], str] | None:
-        if id(module) not in self._names:
+        # Rebuilt once per capture at most (models gain modules between captures, never during one)
+        if id(module) not in self._names and not self._names_fresh:
+            self._names_fresh = True
             self._names.clear()
             for role, root in self._roots:
                 if isinstance(root, torch.nn.Module):
@@ -444,4 +448,5 @@ def _join(role: str, name: str) -> str:
 def _captured_keys(module: torch.nn.Module) -> list[tuple[str, str]]:
     """(table, key) of the module's own parameters and registered buffers (its children report
     their own when they run: what ran is what the graph read)."""
-    return [(table, key) for table in TABLES for key, tensor in module.__dict__[table].items() if tensor is not None]
+    state = module.__dict__
+    return [(table, key) for table in TABLES for key, tensor in state.get(table, {}).items() if tensor is not None]
