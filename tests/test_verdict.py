@@ -200,3 +200,22 @@ def test_a_declared_draft_the_factory_does_not_build_fails_the_row(tmp_path: Pat
     promised = row(document, "acme-draft-promised-not-built")
     assert promised["verdict"] == report.VIOLATIONS and rc == 1, output
     assert "declares capability 'draft' but its factory returned no draft" in promised["checks"]["clear"]["reason"]
+
+
+def test_report_rebuilt_from_the_results_file_judges_as_the_session_did(tmp_path: Path) -> None:
+    """Issue 24 ("How"): codes reached the results file scraped from failure text, so an engine error
+    that merely cites a code (a guard's message) became that finding in `report`, not in the session."""
+    spec = f"{OUTSIDE / 'acme_raises.py'}:CASES"
+    rc, session_document, output = run_cli(tmp_path / "r", spec)
+    rebuilt = tmp_path / "rebuilt"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fd_conformance.cli", "report", str(tmp_path / "r"), f"--out={rebuilt}", "-q"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+    rebuilt_document = json.loads((rebuilt / "conformance.json").read_text())
+    assert row(session_document, "acme-reload-raises")["observed_findings"] == [], output
+    assert report.verdicts_of(rebuilt_document) == report.verdicts_of(session_document)
+    assert proc.returncode == rc == 1, proc.stdout + proc.stderr + output
