@@ -517,18 +517,29 @@ def run(args: argparse.Namespace) -> int:
         if signum is not None:
             return report_interrupted(out, signum, bool(args.quiet))
         log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
-        _record_session_end(out, returncode)
+        _record_session_end(out, returncode, session_judged(returncode, out))
         return judge_session(returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty))
 
 
-def _record_session_end(out: Path, returncode: int) -> None:
+def session_judged(returncode: int, out: Path) -> bool:
+    """Whether pytest ended normally and its exit status is the session's verdict: pytest's own
+    normal statuses, or the exit code the kit's session set from conformance.json (3: a row owes a
+    check that did not run, e.g. one -k deselected)."""
+    if returncode in (PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_NO_TESTS_COLLECTED):
+        return True
+    try:
+        return bool(json.loads((out / "conformance.json").read_text(encoding="utf-8"))["exit_code"] == returncode)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _record_session_end(out: Path, returncode: int, finished: bool) -> None:
     """The session line of a run that ended by itself (under xdist no worker writes one)."""
     from fd_conformance.isolation.results import FINISHED, INTERRUPTED, ResultLog, session_record
 
     if not (out / RESULTS_NAME).exists():
         return  # pytest stopped before collection (a usage error): nothing to close
     log = ResultLog(out / RESULTS_NAME)
-    finished = returncode in (PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_NO_TESTS_COLLECTED)
     log.append(session_record(FINISHED if finished else INTERRUPTED, f"pytest exited {returncode}"))
     log.close()
 
@@ -536,6 +547,7 @@ def _record_session_end(out: Path, returncode: int) -> None:
 def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     """The partial report of an interrupted run, from results.jsonl (the only thing the killed
     child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
+    from fd_conformance.cli.junit import write_interrupted_junit
     from fd_conformance.isolation.results import (
         INTERRUPTED,
         IncompleteInput,
@@ -547,7 +559,6 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
 
     name = signal.Signals(signum).name
-    from fd_conformance.cli.junit import write_interrupted_junit
     log = ResultLog(out / RESULTS_NAME)
     log.append(session_record(INTERRUPTED, name))
     log.close()
@@ -557,6 +568,9 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
         parsed = ResultsFile(out / RESULTS_NAME)
     results = results_of_file(parsed)
     document = write_reports(out, results, parsed.expect_mutants, interrupted=name)
+    # pytest never finished its junit.xml (its group was ended): the partial one, from the same
+    # document as conformance.json, marked interrupted, replaces whatever pytest left.
+    write_interrupted_junit(out / "junit.xml", document, name)
     if not quiet and results:
         print(format_matrix(results, parsed.expect_mutants))
         print()
@@ -568,9 +582,6 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     print(verdict_line(document))
     for name_ in (*REPORT_FILES, RESULTS_NAME):
         print(f"  {out / name_}")
-    # pytest never finished its junit.xml (its group was ended): the partial one, from the same
-    # document as conformance.json, marked interrupted, replaces whatever pytest left.
-    write_interrupted_junit(out / "junit.xml", document, name)
     return 128 + signum
 
 
@@ -581,7 +592,7 @@ def judge_session(returncode: int, log: str, out: Path, quiet: bool = False, all
     if returncode == PYTEST_USAGE_ERROR:
         print(f"fd-conformance run: error: {_usage_line(log)}", file=sys.stderr)
         return EXIT_USAGE
-    if returncode not in (PYTEST_OK, PYTEST_TESTS_FAILED, PYTEST_NO_TESTS_COLLECTED) or not json_path.is_file():
+    if not session_judged(returncode, out) or not json_path.is_file():
         where = f"{out / LOG_NAME}" if log else "the output above"
         print(
             f"fd-conformance run: pytest exited {returncode} (an incomplete session; see {where}); fix: rerun with -v to see why\n{_log_tail(log)}",
@@ -621,10 +632,11 @@ def report_run(
     """Print the matrix and where the reports are; the exit code from the verdicts (and from
     failures pytest reported outside the matrix). No check ran: EXIT_NOTHING_CERTIFIED with the
     reason (a CI job must not go green having certified nothing), unless ``allow_empty``."""
-    from fd_conformance.report import format_matrix, nothing_ran_reason, results_from_records, verdict_line
+    from fd_conformance.report import format_document_matrix, nothing_ran_reason, results_from_records, verdict_line
 
     results = results_from_records(document["results"])
-    if not any(r.outcome != "skipped" for r in results):
+    owed_left_out = document["run"].get("deselected") or document["run"]["not_run"]
+    if not any(r.outcome != "skipped" for r in results) and not owed_left_out:
         print(
             f"fd-conformance run: certified nothing: {nothing_ran_reason(results)}; fix: pass --model SPEC or install a package "
             "registering fd_conformance.cases, check --runtime/--device (cuda rows need a GPU), or pass --allow-empty",
@@ -632,15 +644,16 @@ def report_run(
         )
         return EXIT_OK if allow_empty else EXIT_NOTHING_CERTIFIED
     if not quiet:
-        print(format_matrix(results, bool(document["expect_mutants"])))
+        print(format_document_matrix(document))
         print()
     code = EXIT_VIOLATIONS if outside_failures else int(document["exit_code"])
     line = verdict_line({**document, "exit_code": code})
     if outside_failures:
         line += " pytest reported failures outside the matrix, see pytest.log"
     print(line)
-    for name in (*REPORT_FILES, RESULTS_NAME):
-        print(f"  {out / name}")
+    if not quiet:  # -q: the verdict line only, as its help says
+        for name in (*REPORT_FILES, RESULTS_NAME):
+            print(f"  {out / name}")
     return code
 
 
