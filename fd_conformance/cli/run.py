@@ -74,7 +74,10 @@ CASES_FILE_HELP = (
 VERBOSE_HELP = "stream pytest's own output instead of saving it to OUT/pytest.log (no progress lines then)"
 QUIET_HELP = "no progress lines and no matrix: only errors and the verdict line"
 ALLOW_EMPTY_HELP = "exit 0 instead of 4 when no check ran on the requested rows (e.g. --device cuda without a GPU)"
-PYTEST_ARGS_HELP = "extra pytest arguments after --, e.g. -- -x -k protocol"
+PYTEST_ARGS_HELP = (
+    "extra pytest arguments after --, e.g. -- -k glm4 (whole rows); a selection that leaves out a check a row "
+    "owes (-k protocol, -x) makes that row incomplete, never certified"
+)
 
 DEFAULT_OUT = "fd-conformance-report"
 MIN_CYCLES = 3  # plugin.MIN_CYCLES, without importing pytest here (a test keeps them equal)
