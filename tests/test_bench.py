@@ -33,7 +33,6 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "main_job_ab.py": (0, ("plan (collection done) at", "fd-conformance: ")),
     "native_overhead.py": (0, ("native hooks overhead on cpu", "quill decoder (hidden 32, 8 tokens)", "serving stack")),
     # issue 25's bench (another session's work, landing beside this file): its own --quick
-    "native_overhead.py": (0, ("native hooks overhead on cpu", "serving stack")),
     "suite_time.py": (0, ("-n 0: cpu (host-emulated graphs)", "config")),
     "timeline.py": (0, ("| worker | spawned s |", "test_config.py::test_config_postprocessor[torch-glm4-moe-cpu]")),
     "xdist_speedup.py": (GPU_ONLY_RC, ("needs 2 GPUs, 0 visible",)),
