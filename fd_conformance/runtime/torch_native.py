@@ -76,12 +76,13 @@ class _Slot:
     """One captured parameter or buffer position: ``module.<table>[key]``, weakly (the observer
     must keep nothing alive: a deleted weight has to free its memory as it would unobserved)."""
 
-    __slots__ = ("__weakref__", "key", "module", "ref", "table")
+    __slots__ = ("__weakref__", "key", "last", "module", "ptr", "ref", "table")
 
     def __init__(self, module: torch.nn.Module, table: str, key: str, name: str) -> None:
         self.module = weakref.ref(module)
         self.table = table
         self.key = key
+        self.ptr, self.last = -1, 0  # the tensor's data_ptr() when last looked at, and its storage address then
         # The slot's identity in events is id(self): stable for the check, whatever tensor object
         # fills the position (a load_state_dict(assign=True) or .to("meta") makes new ones).
         self.ref = BufferRef(id(self), self.address(), name)
@@ -95,7 +96,24 @@ class _Slot:
         return tensor if tensor is not None else module.__dict__.get(self.key)
 
     def address(self) -> int:
-        return storage_address(self.tensor())
+        """The storage address now (0: none). It is read at every graph event, so the tensor's
+        data_ptr() -- one cheap call -- says whether anything moved since the last look, and only
+        then is the storage asked (a view's data_ptr() stays nonzero when its storage is freed)."""
+        module = self.module()  # tensor(), inlined: this runs for every slot at every graph event
+        state = module.__dict__ if module is not None else {}
+        tensor = state.get(self.table, {}).get(self.key)
+        if tensor is None:
+            tensor = state.get(self.key)
+        if not isinstance(tensor, torch.Tensor):
+            self.ptr = -1
+            return 0
+        try:
+            ptr = int(tensor.data_ptr())
+        except (RuntimeError, NotImplementedError):  # no plain data pointer: ask every time
+            ptr = -2
+        if ptr != self.ptr or ptr == -2:
+            self.ptr, self.last = ptr, storage_address(tensor)
+        return self.last
 
 
 @dataclass
@@ -164,8 +182,9 @@ class TorchGraphObserver(GraphObserver):
         self._records: dict[int, _Observed] = {}
         self._proxies: list[NativeGraph] = []
         self._watched: dict[tuple[int, str, str], _Slot] = {}
+        self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], list[tuple[str, str]], tuple[_Slot, ...]]] = {}
         self._capturing: list[_Observed] = []
-        self._hook: Any = None
+        self._hook: Any = None  # the global forward pre-hook, while a capture is open
         self._numbers = itertools.count(1)
         self._roots: list[tuple[str, Any]] = []
         self._names: dict[int, tuple[frozenset[str], str]] = {}  # id(module) -> (roles, qualified name)
@@ -300,10 +319,8 @@ class TorchGraphObserver(GraphObserver):
         record = self._record(graph)
         record.modules, record.tokens = {}, None
         self._capturing.append(record)
-        if self._hook is None:
-            # Global hooks slow every module call down, so this one exists only while capturing.
-            self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_ran)
-        self._scan()
+        self._watch_module_calls()
+        # No scan here: capture_end scans before it emits, and nothing is emitted in between.
 
     def _abort(self, graph: Any) -> None:
         record = self._records.get(id(graph))
@@ -333,7 +350,7 @@ class TorchGraphObserver(GraphObserver):
         self._scan()  # changes before this capture belong before it
         self._names_fresh = False
         modules = list(record.modules.values())
-        record.slots = tuple(self._slot(module, table, key) for module in modules for table, key in _captured_keys(module))
+        record.slots = tuple(slot for module in modules for slot in self._slots_of(module))
         record.modules = {}
         record.alive = True
         proxy = record.proxy
@@ -369,6 +386,15 @@ class TorchGraphObserver(GraphObserver):
         proxy = record.proxy
         self.runtime.events.emit(EventKind.GRAPH_DESTROYED, proxy.label, graph_id, owner=proxy.owner)
 
+    def _watch_module_calls(self) -> None:
+        """While a capture is open, record every module called as ``module(...)``: a global
+        forward pre-hook, registered only then (a global hook sends every module call down torch's
+        slow path). Not a wrapper of ``nn.Module.__call__``: assigning a class attribute of
+        ``nn.Module`` invalidates the type caches of all its subclasses, which cost more (about
+        0.1 ms a capture on a CPU core) than the hook's slow path on a small model."""
+        if self._hook is None:
+            self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_ran)
+
     def _remove_hook(self) -> None:
         if self._hook is not None:
             self._hook.remove()
@@ -381,6 +407,16 @@ class TorchGraphObserver(GraphObserver):
         if slot is None or slot.module() is not module:
             slot = self._watched[index] = _Slot(module, table, key, self._name(module, key))
         return slot
+
+    def _slots_of(self, module: torch.nn.Module) -> tuple[_Slot, ...]:
+        """The module's own parameter and buffer slots, remembered per module: the same modules
+        run in every capture, and a capture's cost is paid on the serving path."""
+        keys = _captured_keys(module)
+        cached = self._module_slots.get(id(module))
+        if cached is None or cached[0]() is not module or cached[1] != keys:
+            cached = (weakref.ref(module), keys, tuple(self._slot(module, table, key) for table, key in keys))
+            self._module_slots[id(module)] = cached
+        return cached[2]
 
     def _scan(self) -> None:
         """Emit a release/restore for every watched slot whose address moved since last seen."""
