@@ -18,15 +18,19 @@ import pytest
 
 from fd_conformance.cli import fastdeploy as bridge_cli
 from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
+from fd_conformance.fastdeploy import checkout as checkout_module
 from fd_conformance.fastdeploy.checkout import (
     EXIT_MISSING_DEPENDENCY,
     Checkout,
     CompiledOpCalled,
     CompiledOpsShim,
     MissingDependency,
+    MissingModuleStandIn,
+    StandInReached,
     import_environment,
     import_module,
     locate,
+    pypi_name,
 )
 from fd_conformance.fastdeploy.config_bridge import check_config
 from fd_conformance.fastdeploy.models_bridge import check_models
@@ -60,21 +64,33 @@ def make_tree(
     models: tuple[str, ...] = (),
     config_edit: tuple[str, str] | None = None,
     init: str | None = None,
+    extra: dict[str, str] | None = None,
+    edits: tuple[tuple[str, str, str], ...] = (),
 ) -> Path:
-    """The base tree copied to tmp_path, with variant files put in place."""
+    """The base tree copied to tmp_path, with variant files put in place (``extra``: variant ->
+    its path in the tree, packages made as needed)."""
     root = tmp_path / "tree"
     shutil.copytree(FIXTURE / "base", root)
+    for name, where in (extra or {}).items():
+        target = root / where
+        for parent in target.relative_to(root).parents:
+            if parent != Path(".") and not (root / parent / "__init__.py").exists():
+                (root / parent).mkdir(exist_ok=True)
+                (root / parent / "__init__.py").write_text("")
+        shutil.copy(VARIANTS / name, target)
     if runner:
         shutil.copy(VARIANTS / runner, root / RUNNER)
     for name in models:
         shutil.copy(VARIANTS / name, root / MODELS / name)
     if init:
         shutil.copy(VARIANTS / init, root / "fastdeploy" / "__init__.py")
-    if config_edit:
-        path = root / CONFIG
+    for where, old, new in ((CONFIG, *config_edit),) if config_edit else ():
+        edits = ((where, old, new), *edits)
+    for where, old, new in edits:
+        path = root / where
         text = path.read_text(encoding="utf-8")
-        assert config_edit[0] in text, "fixture config changed: update CONFIG_DEFECTS"
-        path.write_text(text.replace(config_edit[0], config_edit[1]), encoding="utf-8")
+        assert old in text, f"fixture {where} changed: update the test's edit"
+        path.write_text(text.replace(old, new, 1), encoding="utf-8")
     return root
 
 
@@ -127,20 +143,83 @@ def test_cli_bad_path_exits_2_with_one_line(tmp_path: Path, capsys: pytest.Captu
     assert err.count("\n") == 0 and "does not exist" in err and "fix:" in err
 
 
-def test_missing_package_is_one_line_naming_it_and_exit_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+ABSENT = "fd_conformance_fixture_absent_package"
+VIDEO = {"video_utils.py": "fastdeploy/input/video_utils.py"}
+# The fixed runner importing the media helpers it never calls, and one whose teardown calls them.
+IMPORTS_VIDEO = (
+    (RUNNER, "from fastdeploy.spec_decode", "from fastdeploy.input.video_utils import read_frames\nfrom fastdeploy.spec_decode"),
+)
+USES_VIDEO = (
+    *IMPORTS_VIDEO,
+    (
+        RUNNER,
+        "    def clear_parameters(self, pid):\n",
+        "    def clear_parameters(self, pid):\n        read_frames('last_request.mp4', 1)\n",
+    ),
+)
+DECODER = "fd_conformance_fixture_video_decoder"
+
+
+def test_missing_package_of_the_documented_install_is_one_line_naming_it_and_exit_6(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package the [fastdeploy] extra lists is never stood in: its absence means the install
+    was not done (the fixture's absent package plays one of the extra's here)."""
+    monkeypatch.setattr(checkout_module, "REQUIRED_MODULES", checkout_module.REQUIRED_MODULES | {ABSENT})
     root = make_tree(tmp_path, init="init_missing_dependency.py")
     assert bridge_cli.run(bridge_cli_args(root)) == EXIT_MISSING_DEPENDENCY == MissingDependency.exit_code
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert "'fd_conformance_fixture_absent_package'" in err and 'pip install "fd-conformance[fastdeploy]"' in err
+    assert f"'{ABSENT}'" in err and 'pip install "fd-conformance[fastdeploy]"' in err
+
+
+def test_an_import_no_check_runs_is_a_named_stand_in_and_the_tables_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26.1: a release branch's runner imports video decoders (decord, moviepy) its
+    teardown never calls; the bridge stands in for them, lists them, and certifies the tree."""
+    root = make_tree(tmp_path, extra=VIDEO, edits=IMPORTS_VIDEO, init="init_missing_dependency.py")
+    assert bridge_cli.run(bridge_cli_args(root, "--only", "runner")) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "## Stand-ins" in out
+    assert f"- {ABSENT} (pip: {ABSENT}) for fastdeploy/__init__.py:3" in out  # the package root's own import
+    assert f"- {DECODER} (pip: {DECODER}) for fastdeploy/input/video_utils.py:4" in out
+    assert "REACHED" not in out and "optional_codec" not in out  # a guarded import keeps its fallback
+
+
+def test_stand_in_environment_keeps_guarded_fallbacks_and_is_undone(tmp_path: Path) -> None:
+    checkout = locate(make_tree(tmp_path, extra=VIDEO, edits=IMPORTS_VIDEO))
+    with import_environment(checkout) as env:
+        video = import_module("fastdeploy.input.video_utils", checkout)
+        assert video.HAS_CODEC is False  # FastDeploy's own `except ImportError` fallback ran
+        assert [r.module for r in env.stand_ins] == [DECODER]
+        assert isinstance(sys.modules[DECODER], MissingModuleStandIn)
+        with pytest.raises(StandInReached, match=f"{DECODER}.Sampler"):
+            video.FrameSampler()  # a class built on a stood-in base: made only at run time
+        with pytest.raises(StandInReached, match=DECODER):
+            video.read_frames("x.mp4", 1)
+        assert env.reached() == env.stand_ins
+    assert DECODER not in sys.modules and f"{DECODER}.editor" not in sys.modules
+
+
+def test_a_stand_in_the_checks_reach_stops_with_exit_6_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The teardown body decodes a video: the decoder is truly needed, so no verdict is given
+    on stand-ins; one line names the module, the FastDeploy line that imported it, and the fix."""
+    root = make_tree(tmp_path, extra=VIDEO, edits=USES_VIDEO)
+    assert bridge_cli.run(bridge_cli_args(root, "--only", "runner")) == EXIT_MISSING_DEPENDENCY
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.count("\n") == 0 and "| ok |" not in captured.out
+    assert f"from '{DECODER}', imported by fastdeploy/input/video_utils.py:4" in err
+    assert f"fix: pip install {DECODER}" in err
 
 
 def test_compiled_ops_are_shimmed_and_loud_when_called(tmp_path: Path) -> None:
     checkout = locate(make_tree(tmp_path))
-    with import_environment(checkout) as shim:
+    with import_environment(checkout) as env:
         module = import_module("fastdeploy.worker.gpu_model_runner", checkout)
         assert isinstance(sys.modules["fastdeploy.model_executor.ops.gpu"], CompiledOpsShim)
-        assert shim.imported == ["share_external_data"]
+        assert env.ops.imported == ["share_external_data"]
         with pytest.raises(CompiledOpCalled, match="share_external_data"):
             module.share_external_data()
     assert "fastdeploy.model_executor.ops.gpu" not in sys.modules
@@ -296,13 +375,11 @@ def test_runner_draft_rows_are_na_where_fastdeploy_has_no_draft_graph_flag(tmp_p
     assert [r for r in report.rows if r.findings] == []
 
 
-def test_missing_submodule_names_its_own_pypi_package(tmp_path: Path) -> None:
-    root = make_tree(tmp_path)
-    (root / "fastdeploy" / "__init__.py").write_text("import opentelemetry.exporter.fixture_absent\n", encoding="utf-8")
-    checkout = locate(root)
-    with import_environment(checkout), pytest.raises(MissingDependency) as err:
-        import_module("fastdeploy", checkout)
-    assert "'opentelemetry-exporter-otlp'" in str(err.value) or "'opentelemetry-api opentelemetry-sdk'" in str(err.value)
+def test_stand_ins_and_missing_packages_name_the_pypi_package() -> None:
+    """Import names differ from PyPI names; the longest known prefix names the package to install."""
+    assert pypi_name("opentelemetry.exporter.otlp.proto") == "opentelemetry-exporter-otlp"
+    assert pypi_name("opentelemetry.trace") == "opentelemetry-api opentelemetry-sdk"
+    assert pypi_name("zmq.asyncio") == "pyzmq" and pypi_name("decord") == "decord"
 
 
 @pytest.mark.parametrize("runner, passes", [(None, True), ("runner_nested_guard.py", False)])

@@ -148,6 +148,26 @@ def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
             out.write(f"    calls: {' -> '.join(r.calls)}\n")
 
 
+def print_stand_ins(out: TextIO, env: Any) -> None:
+    """What the bridge stood in for while importing this tree: the checks ran without these, so a
+    reader knows what was not real (a name FastDeploy used at run time would have stopped the run)."""
+    out.write("\n## Stand-ins (imported by FastDeploy, never run by the checks)\n")
+    ops = sorted(set(env.ops.imported))
+    out.write(f"- {env.ops.__name__} (compiled CUDA ops): {len(ops)} name(s) imported, none called\n")
+    for record in env.stand_ins:
+        out.write(f"- {record.describe()}\n")
+
+
+def stand_ins_json(env: Any) -> list[dict[str, Any]]:
+    return [
+        {"module": env.ops.__name__, "package": None, "imported_by": "compiled ops", "reached": []},
+        *(
+            {"module": r.module, "package": r.package, "imported_by": r.imported_by, "reached": list(r.reached)}
+            for r in env.stand_ins
+        ),
+    ]
+
+
 def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
     data: dict[str, Any] = {"seconds": seconds}
     if "config" in reports:
@@ -205,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
     out = sys.stdout
     reports: dict[str, Any] = {}
     seconds: dict[str, float] = {}
-    with import_environment(checkout):
+    with import_environment(checkout) as env:
         started = time.perf_counter()
         import_module("fastdeploy", checkout)
         seconds["import"] = time.perf_counter() - started
@@ -238,12 +258,18 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             logging.disable(logging.NOTSET)
             gc.unfreeze()
+        print_stand_ins(out, env)
     violations = sum(rep.violations for rep in reports.values())
     broken = sum(1 for rep in reports.values() if rep.error) + sum(
         1 for row in getattr(reports.get("runner"), "rows", []) if row.error
     )
     if args.json_out:
-        data = to_json(reports, seconds) | {"checkout": str(checkout), "violations": violations, "broken": broken}
+        data = to_json(reports, seconds) | {
+            "checkout": str(checkout),
+            "violations": violations,
+            "broken": broken,
+            "stand_ins": stand_ins_json(env),
+        }
         Path(args.json_out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     verdict = EXIT_VIOLATIONS if violations else EXIT_INCOMPLETE if broken else EXIT_OK
     out.write(f"\n{violations} table row(s) with violations, {broken} that could not run -> exit {verdict}\n")

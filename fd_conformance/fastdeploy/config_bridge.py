@@ -152,6 +152,8 @@ def check_config_module(
         report.built += 1
         try:
             return build(raw)
+        except MissingDependency:  # a stood-in module used while building: the check needs it (exit 6)
+            raise
         except Exception as err:  # FastDeploy refused this raw config: a rejection, not a violation
             report.rejected += 1
             report.first_rejection = report.first_rejection or f"{type(err).__name__}: {err}"[:160]

@@ -13,7 +13,6 @@ subclasses of ``ModelForCasualLM`` (what ``auto_models_registry`` adds).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 import types
@@ -65,7 +64,7 @@ def _module_names(checkout: Checkout) -> list[str]:
 
 def _enter_package(checkout: Checkout) -> types.ModuleType:
     """The models package without its __init__ (which aborts on the first bad module)."""
-    importlib.import_module("fastdeploy.model_executor")
+    import_module("fastdeploy.model_executor", checkout)
     package = types.ModuleType(MODELS_PACKAGE, "fd-conformance stand-in: the models package without its __init__")
     package.__path__ = [str(checkout.package / "model_executor" / "models")]
     package.__package__ = MODELS_PACKAGE
@@ -106,7 +105,7 @@ def check_models(checkout: Checkout) -> ModelsReport:
     for name in _module_names(checkout):
         report.modules += 1
         try:
-            modules.append(importlib.import_module(name))
+            modules.append(import_module(name, checkout))  # a missing package is stood in or named
         except Exception as err:  # one broken model module never hides the others
             report.import_failures[name] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
     with warnings.catch_warnings():
