@@ -23,7 +23,8 @@ swaps weights its own way (``param.data = new``, ``untyped_storage().resize_(0)`
 What it cannot see: a release and restore that both happen between two observation points (the
 address it compares may even be the same one); tensors a capture reads that are not parameters or
 buffers of a module called through ``module(...)`` while capturing (functional code over raw
-tensors, a top-level ``model.forward(...)`` call's own direct parameters); collectives.
+tensors, a top-level ``model.forward(...)`` call's own direct parameters; ``torch.compile``'s
+graphs are seen, but compiled code calls no module, so not what they captured); collectives.
 """
 
 from __future__ import annotations
@@ -87,19 +88,11 @@ class _Slot:
         # fills the position (a load_state_dict(assign=True) or .to("meta") makes new ones).
         self.ref = BufferRef(id(self), self.address(), name)
 
-    def tensor(self) -> Any:
-        module = self.module()
-        if module is None:
-            return None
-        tensor = module.__dict__.get(self.table, {}).get(self.key)
-        # ``del m.weight; m.weight = tensor`` leaves a plain attribute: still what forward reads
-        return tensor if tensor is not None else module.__dict__.get(self.key)
-
     def address(self) -> int:
         """The storage address now (0: none). It is read at every graph event, so the tensor's
         data_ptr() -- one cheap call -- says whether anything moved since the last look, and only
         then is the storage asked (a view's data_ptr() stays nonzero when its storage is freed)."""
-        module = self.module()  # tensor(), inlined: this runs for every slot at every graph event
+        module = self.module()  # runs for every slot at every graph event: kept to plain lookups
         state = module.__dict__ if module is not None else {}
         tensor = state.get(self.table, {}).get(self.key)
         if tensor is None:
