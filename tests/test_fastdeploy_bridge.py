@@ -411,3 +411,77 @@ def test_pytest_entry_point_gates_like_the_command(tmp_path: Path, runner: str |
     assert (done.returncode == 0) is passes, done.stdout[-3000:]
     if not passes:
         assert "1 failed" in done.stdout and "main=off draft=on spec=mtp" in done.stdout and "FDC203" in done.stdout
+
+
+# --------------------------------------------------------------------------- --history (issue 26 item 3)
+def _commit(repo: Path, message: str) -> str:
+    git = ["git", "-C", str(repo), "-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid"]
+    subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-q", "-m", message], check=True, capture_output=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def broken_history(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A git repository of the fixture tree: good, three unrelated edits, the nested-guard
+    defect, a wrapper without a clear; each commit changes one thing."""
+    repo = make_tree(tmp_path)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    shas = [_commit(repo, "good: every graph cleared before the weights go")]
+    for n in range(3):
+        (repo / "README.md").write_text(f"unrelated docs change {n}\n")
+        shas.append(_commit(repo, f"docs only {n}"))
+    shutil.copy(VARIANTS / "runner_nested_guard.py", repo / RUNNER)
+    shas.append(_commit(repo, "draft clear moved under the main flag"))
+    shutil.copy(VARIANTS / "model_without_clear.py", repo / MODELS / "model_without_clear.py")
+    shas.append(_commit(repo, "add a VL wrapper"))
+    return repo, shas
+
+
+def history_cli(repo: Path, spec: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "fd_conformance.cli", "fastdeploy", str(repo), "--history", spec, *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.mark.parametrize("mode", [(), ("--bisect",)], ids=["every-commit", "bisect"])
+def test_history_names_the_first_commit_where_each_row_changed(
+    broken_history: tuple[Path, list[str]], mode: tuple[str, ...]
+) -> None:
+    repo, shas = broken_history
+    done = history_cli(repo, f"{shas[0]}..{shas[-1]}", "--only", "runner", "--only", "models", *mode)
+    assert done.returncode == EXIT_VIOLATIONS, done.stdout + done.stderr  # B's own verdict
+    changes = done.stdout.split("## First commit where each row changed verdict")[1]
+    guard, vl = shas[4][:9], shas[5][:9]
+    assert (
+        f"| runner main=off draft=on spec=mtp clear_parameters | ok | {guard} draft clear moved under the main flag | FAIL FDC201 FDC202 FDC203 |"
+        in changes
+    )
+    assert f"| runner main=off draft=on spec=mtp update_parameters | ok | {guard} " in changes
+    assert f"| models TinyVisionForConditionalGeneration | absent | {vl} add a VL wrapper | FAIL FDC001 |" in changes
+    assert changes.count("\n| ") == 3 + 1  # header + exactly the three rows that changed: nothing else moved
+    assert not any(sha[:9] in changes for sha in shas[1:4])
+    commits = done.stdout.split("## First commit")[0].splitlines()
+    ran = [line for line in commits if line.startswith("| ") and line[2].isdigit() and "| not run |" not in line]
+    assert len(ran) == (6 if not mode else 5)  # bisection never needs the first docs commit
+
+
+def test_history_reports_a_tree_it_cannot_judge_as_the_run_row(broken_history: tuple[Path, list[str]]) -> None:
+    repo, shas = broken_history
+    (repo / "fastdeploy" / "__init__.py").unlink()  # e.g. a commit from before the package existed
+    shas.append(_commit(repo, "package root removed"))
+    done = history_cli(repo, f"{shas[-2]}..{shas[-1]}", "--only", "runner")
+    assert done.returncode == EXIT_USAGE  # B's own code: B cannot be judged
+    assert (
+        "| (run) | absent | " in done.stdout
+        and "package root removed | exit 2: '<tree>/tree' holds no fastdeploy/__init__.py" in done.stdout
+    ), done.stdout
+    assert "| runner main=off draft=on spec=mtp clear_parameters | FAIL FDC201 FDC202 FDC203 | " in done.stdout  # rows go absent
+
+
+@pytest.mark.parametrize(
+    "spec, problem", [("main", "is not a range A..B"), ("nope..main", "git rev-parse"), ("HEAD..HEAD~1", "has no commit after")]
+)
+def test_history_bad_range_is_one_line(broken_history: tuple[Path, list[str]], spec: str, problem: str) -> None:
+    repo, _ = broken_history
+    done = history_cli(repo, spec)
+    assert done.returncode == EXIT_USAGE and problem in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr

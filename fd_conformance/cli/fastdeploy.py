@@ -52,6 +52,18 @@ def add_cli(subparsers: Any) -> None:
     )
     parser.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="also write the tables as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every finding in full, and the calls made")
+    parser.add_argument(
+        "--history",
+        default=None,
+        metavar="A..B",
+        help="PATH is a git repository: certify every commit on B's first-parent line after A (and A) in a fresh "
+        "interpreter each and print the first commit where each table row changed verdict; exits with B's code",
+    )
+    parser.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with --history: certify A and B, then bisect each row that differs (assumes one change per row)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -183,7 +195,9 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
         data["models"] = {
             "error": m.error,
             "import_failures": m.import_failures,
-            "rows": [{"name": r.name, "class": r.qualname, "codes": [f.code for f in r.findings]} for r in m.rows],
+            "rows": [
+                {"name": r.name, "class": r.qualname, "codes": [f.code for f in r.findings], "failed": r.is_error} for r in m.rows
+            ],
         }
     if "runner" in reports:
         r = reports["runner"]
@@ -209,10 +223,25 @@ def run(args: argparse.Namespace) -> int:
     from fd_conformance.fastdeploy.checkout import MissingDependency
 
     try:
+        if args.history is not None:
+            return _history(args)
+        if args.bisect:
+            raise UsageError("--bisect needs --history A..B", "pass PATH --history A..B --bisect")
         return _run(args)
     except MissingDependency as err:  # a direct call (tests, scripts) gets code 6 too, not an exception
         print(f"fd-conformance fastdeploy: error: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def _history(args: argparse.Namespace) -> int:
+    from fd_conformance.fastdeploy.history import run_history
+
+    if args.max_examples < 1:
+        raise UsageError(f"--max-examples={args.max_examples} must be at least 1", "pass e.g. --max-examples 100")
+    if args.json_out:
+        raise UsageError("--json is per tree; --history prints the changes", "drop --json, or run one commit without --history")
+    options = ["--max-examples", str(args.max_examples), *(f"--only={table}" for table in args.only or ())]
+    return run_history(args.path, args.history, options, use_bisect=args.bisect, out=sys.stdout)
 
 
 def _run(args: argparse.Namespace) -> int:
