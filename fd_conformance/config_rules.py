@@ -132,7 +132,7 @@ class GraphOptView:
 RuleFn = Callable[[GraphOptView, Location], list[Finding]]
 
 
-def _rule_cpu_cache_prefill_graphs(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc401_cpu_cache_prefill_graphs(v: GraphOptView, loc: Location) -> list[Finding]:
     if not (v.prefill_graphs_on and v.num_cpu_blocks > 0):
         return []
     return [
@@ -141,8 +141,6 @@ def _rule_cpu_cache_prefill_graphs(v: GraphOptView, loc: Location) -> list[Findi
             f"prefill CUDA graphs are on (use_cudagraph=True, cudagraph_only_prefill=True, role "
             f"{v.splitwise_role!r}) while a CPU cache of num_cpu_blocks={v.num_cpu_blocks} swaps KV layer by "
             f"layer host-to-device; the captured prefill graph replays stale cache addresses",
-            "apply the CPU-cache rule LAST in post-processing: when num_cpu_blocks > 0 set "
-            "cudagraph_only_prefill=False (and use_cudagraph=False for the prefill role)",
             loc,
         )
     ]
@@ -159,14 +157,7 @@ def _size_problems(sizes: Sequence[Any]) -> list[str]:
     return problems
 
 
-def _size_hint(name: str) -> str:
-    return (
-        f"post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep "
-        f"at least one size while graphs are on"
-    )
-
-
-def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc402_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
     """FDC402 on the list the runner captures now (decode sizes with decode graphs on, prefill
     sizes with prefill graphs on); a list whose graphs are off is FDC406's, a warning."""
     in_use = v.sizes_in_use
@@ -183,13 +174,13 @@ def _rule_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
         make_finding(
             "FDC402",
             f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
-            _size_hint(name),
             loc,
+            name=name,
         )
     ]
 
 
-def _rule_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc406_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Finding]:
     """FDC406 (warning): a malformed list nothing captures now. FastDeploy's own default prefill
     list holds its max size twice while prefill graphs are off; flipping the flag later would
     capture it as is, so it is reported, but it breaks nothing today and never fails a gate."""
@@ -214,14 +205,14 @@ def _rule_unused_capture_size_shape(v: GraphOptView, loc: Location) -> list[Find
                 "FDC406",
                 f"{name}={list(sizes)} has {', '.join(problems)}; not captured now ({off}), but a flag "
                 f"flipped later captures it as is",
-                _size_hint(name),
                 loc,
+                name=name,
             )
         )
     return findings
 
 
-def _rule_speculative_step(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc403_speculative_step(v: GraphOptView, loc: Location) -> list[Finding]:
     if v.speculative_method not in MULTI_TOKEN_METHODS or not v.decode_graphs_on:
         return []
     step = int(v.num_speculative_tokens) + 1
@@ -235,14 +226,13 @@ def _rule_speculative_step(v: GraphOptView, loc: Location) -> list[Finding]:
             f"speculative method {v.speculative_method!r} decodes {step} tokens per request "
             f"(num_speculative_tokens={v.num_speculative_tokens}) but capture sizes {bad} are not multiples "
             f"of {step}: no batch ever fills those graphs and batch->graph mapping truncates",
-            f"generate decode capture sizes as batch_size * {step}, after the last change to "
-            f"num_speculative_tokens (the prefill role resets it to 1)",
             loc,
+            step=step,
         )
     ]
 
 
-def _rule_rl_dynamic_graph(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc404_rl_dynamic_graph(v: GraphOptView, loc: Location) -> list[Finding]:
     if not (v.dynamic_load_weight and v.graph_opt_level and v.graph_opt_level > 0):
         return []
     return [
@@ -250,13 +240,12 @@ def _rule_rl_dynamic_graph(v: GraphOptView, loc: Location) -> list[Finding]:
             "FDC404",
             f"graph_opt_level={v.graph_opt_level} (static graph) with load_config.dynamic_load_weight=True: "
             f"RL weight sync replaces parameters the static program captured",
-            "set graph_opt_level=0 when dynamic_load_weight is on, after any other graph-level adjustment",
             loc,
         )
     ]
 
 
-def _rule_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
+def check_fdc405_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
     tp = int(v.tensor_parallel_size or 1)
     in_use = v.sizes_in_use
     if not (v.use_sequence_parallel_moe and tp > 1 and in_use is not None):
@@ -269,19 +258,19 @@ def _rule_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
             "FDC405",
             f"sequence-parallel MoE with tensor_parallel_size={tp} and graphs on, but {in_use[0]} {bad} are "
             f"not divisible by {tp}: a graph whose token count is not split evenly across ranks hangs",
-            f"filter capture sizes to multiples of {tp} (FastDeploy's filter_capture_size) or disable use_sequence_parallel_moe",
             loc,
+            tp=tp,
         )
     ]
 
 
 RULES: dict[str, RuleFn] = {
-    "FDC401": _rule_cpu_cache_prefill_graphs,
-    "FDC402": _rule_capture_size_shape,
-    "FDC406": _rule_unused_capture_size_shape,
-    "FDC403": _rule_speculative_step,
-    "FDC404": _rule_rl_dynamic_graph,
-    "FDC405": _rule_tp_divisible,
+    "FDC401": check_fdc401_cpu_cache_prefill_graphs,
+    "FDC402": check_fdc402_capture_size_shape,
+    "FDC406": check_fdc406_unused_capture_size_shape,
+    "FDC403": check_fdc403_speculative_step,
+    "FDC404": check_fdc404_rl_dynamic_graph,
+    "FDC405": check_fdc405_tp_divisible,
 }
 
 

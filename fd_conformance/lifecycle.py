@@ -43,20 +43,6 @@ if TYPE_CHECKING:
 
     from fd_conformance.runtime.base import Runtime
 
-FIX_RELEASE = "destroy every graph (main AND draft) with clear_graph_opt_backend() before releasing weights"
-FIX_SHUTDOWN = (
-    "destroy every graph (main AND draft) before shutting down communication groups; "
-    "NCCL's destroy waits on graphs that captured the communicator"
-)
-FIX_CLEAR = "clear_graph_opt_backend() must reset every graph it owns, draft included, whatever the graph flags say now"
-FIX_STALE = "recapture graphs after reloading weights (update_parameters must call capture_model())"
-FIX_RUNNER_CLEAR = (
-    "{runner}.clear_parameters() must call every wrapper's clear_graph_opt_backend() (main AND draft) "
-    "unconditionally, before releasing weights: clearing a model without graphs is a safe no-op"
-)
-FIX_RUNNER_HELD = "{runner}.clear_parameters() must reset every graph the runner holds itself, before releasing weights"
-
-
 #: Parameter names an FDC201 finding spells out; the rest are counted.
 NAMES_SHOWN = 3
 
@@ -77,7 +63,7 @@ class _ReleaseBreach:
             shown = ", ".join(repr(n) for n in self.names[:NAMES_SHOWN])
             more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
             what = f"{count} parameters it captured were released ({shown}{more}; first at {format_event(self.first_event)})"
-        return make_finding("FDC201", f"{self.graph.describe()} was alive when {what}", FIX_RELEASE, self.graph.where)
+        return make_finding("FDC201", f"{self.graph.describe()} was alive when {what}", self.graph.where)
 
 
 @dataclass(frozen=True)
@@ -157,18 +143,14 @@ class LifecycleRecorder:
         return [f.finding() if isinstance(f, _ReleaseBreach) else f for f in self._findings]
 
     # --- rules --------------------------------------------------------------------------
-    def check_cleared(
-        self, owner: str | None = None, after: str = "clear_graph_opt_backend()", fix: str = FIX_CLEAR
-    ) -> list[Finding]:
+    def check_cleared(self, owner: str | None = None, after: str = "clear_graph_opt_backend()") -> list[Finding]:
         """FDC203 for every graph (of ``owner``, or any) still alive; call right after ``after``
-        (the call that should have destroyed them, named in the message with ``fix``).
+        (the call that should have destroyed them, named in the message).
         The findings are returned and also kept in :meth:`findings`."""
         last = self.last_event
         at = last.seq if last is not None else -1
         found = [
-            make_finding(
-                "FDC203", f"{graph.describe()} is still alive after {after} (checked after event #{at})", fix, graph.where
-            )
+            make_finding("FDC203", f"{graph.describe()} is still alive after {after} (checked after event #{at})", graph.where)
             for graph in self.surviving_graphs(owner)
         ]
         self._findings.extend(found)
@@ -220,7 +202,6 @@ class LifecycleRecorder:
                         "FDC202",
                         f"{graph.describe()} was alive when group {event.subject!r} whose collectives it "
                         f"captured was shut down ({format_event(event)})",
-                        FIX_SHUTDOWN,
                         graph.where,
                     )
                 )
@@ -242,7 +223,6 @@ class LifecycleRecorder:
                 make_finding(
                     "FDC203",
                     f"{graph.describe()} is still alive at {format_event(event)}",
-                    FIX_CLEAR,
                     graph.where,
                 )
             )
@@ -267,7 +247,6 @@ class LifecycleRecorder:
                     "FDC204",
                     f"{graph.describe()} was replayed after captured buffers changed: {', '.join(problems)} "
                     f"({format_event(event)})",
-                    FIX_STALE,
                     graph.where,
                 )
             )
@@ -301,9 +280,9 @@ class Survivor:
         runner class ``runner``; ``context`` says when (a flag switched off, a weight cycle)."""
         what = f"{self.graph.describe()}, held by {self.holder}, is still alive after {after}{context}"
         if self.destroyer:
-            why, fix = f"{self.destroyer} destroys it when called, so {after} did not call it", FIX_RUNNER_CLEAR
+            why = f"{self.destroyer} destroys it when called, so {after} did not call it"
         elif self.own_clear:
-            why, fix = f"{self.own_clear} does not destroy it either", FIX_CLEAR
+            why = f"{self.own_clear} does not destroy it either"
         else:
-            why, fix = "no model's clear_graph_opt_backend() destroys it", FIX_RUNNER_HELD
-        return make_finding(code, f"{what}; {why}", fix.format(runner=runner), self.graph.where)
+            why = "no model's clear_graph_opt_backend() destroys it"
+        return make_finding(code, f"{what}; {why}", self.graph.where, runner=runner)

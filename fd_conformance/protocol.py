@@ -38,7 +38,7 @@ from typing import Any, Protocol, TypeVar, overload, runtime_checkable
 from typing_extensions import TypeIs
 
 from fd_conformance.errors import UsageError
-from fd_conformance.findings import Finding, Location, Severity, make_finding
+from fd_conformance.findings import Finding, Location, Severity, fix_hint, make_finding
 from fd_conformance.spelling import CANONICAL, LEGACY, SPELLINGS, edit_distance, near_miss
 from fd_conformance.spelling import NEAR_MISS_MAX_DISTANCE as NEAR_MISS_MAX_DISTANCE  # re-exported: its old home
 
@@ -469,18 +469,18 @@ def _refuse_unaliasable(cls: type) -> None:
         raise ProtocolError(
             f"{cls.__qualname__} defines both spellings with different bodies: "
             f"{conflict[0].describe()} and {conflict[1].describe()} (FDC003)",
-            f"keep one body in {CANONICAL} and set `{LEGACY} = {CANONICAL}`",
+            fix_hint("FDC003"),
         )
     defn = _resolve(cls)
     if defn is None:
         raise ProtocolError(
             f"{cls.__qualname__} has no {CANONICAL}() under either spelling (FDC001)",
-            f"add `def {CANONICAL}(self) -> None:` to {cls.__qualname__}",
+            fix_hint("FDC001", cls=cls.__qualname__),
         )
     if not callable(defn.entry) and getattr(type(defn.entry), "__get__", None) is None:  # a plain value, not a descriptor
         raise ProtocolError(
             f"{cls.__qualname__}.{defn.spelling} is not callable (FDC006)",
-            f"define `def {CANONICAL}(self) -> None:` instead of assigning a value",
+            fix_hint("FDC006", spelling=defn.spelling),
         )
 
 
@@ -731,8 +731,8 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
                 "FDC004",
                 f"{name} defines {miss!r}, {edit_distance(miss, target)} edit(s) from {target!r}: "
                 f"the engine calls {CANONICAL}() and will never reach it",
-                f"rename {miss} to {CANONICAL} (keep a {miss} alias only if other code calls it)",
                 loc,
+                name=miss,
             )
         )
 
@@ -784,7 +784,6 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
                     f"{name}: the two spellings reach different methods -- {CANONICAL} is "
                     f"{canonical.describe()} and {LEGACY} is {legacy.describe()}; callers of one "
                     f"spelling skip the other's clearing",
-                    f"keep one body in {CANONICAL} and make {LEGACY} a shim (`{LEGACY} = {CANONICAL}`), or delete {LEGACY}",
                     canonical.location if canonical.owner is cls or legacy.owner is not cls else legacy.location,
                 )
             )
@@ -797,8 +796,6 @@ def check_protocol(obj_or_cls: object) -> list[Finding]:
                 "FDC002",
                 f"{name} defines only the legacy misspelling {LEGACY}() ({effective.describe()}); it "
                 f"conforms through the kit's alias, but engines without the alias call {CANONICAL}()",
-                f"rename {LEGACY} to {CANONICAL} in {effective.owner.__qualname__} "
-                f"(add `{LEGACY} = {CANONICAL}` if old callers remain)",
                 effective.location,
             )
         )
@@ -815,8 +812,8 @@ def _requires_args(what: str, required: list[str], loc: Location) -> Finding:
         "FDC005",
         f"{what} requires argument(s) {', '.join(required)}; the engine calls "
         f"{CANONICAL}() with none, so clearing raises TypeError",
-        f"give {', '.join(required)} defaults or read them from self (e.g. self.fd_config), so `model.{CANONICAL}()` works",
         loc,
+        params=", ".join(required),
     )
 
 
@@ -843,9 +840,8 @@ def _missing(cls: type, shims: list[_Definition] | None = None) -> Finding:
         "FDC001",
         f"{name} has no {CANONICAL}() under either spelling, own or inherited: the engine cannot "
         f"destroy its captured graphs before releasing weights (RL weight sync hangs or leaks){detail}",
-        f"add `def {CANONICAL}(self) -> None:` to {name} that destroys every graph it owns, e.g. "
-        f"`self.model.{CANONICAL}()` for a wrapper around a @support_graph_optimization model",
         _class_location(cls),
+        cls=name,
     )
 
 
@@ -863,24 +859,21 @@ def _unreachable(cls: type, reach: _Reach, real: _Definition) -> Finding:
         f"{name}: the engine's {shim.spelling}() call reaches {shim.describe()}, which only forwards to "
         f"self.{_shim_target(shim)}(), {end}; the real body {real.describe()} is never reached, so the "
         f"engine cannot destroy {name}'s captured graphs",
-        f"delete the forwarding {shim.qualname} so the inherited {real.qualname} is reached, or forward "
-        f"to a name that exists (e.g. `super().{shim.spelling}()`)",
         shim.location,
+        cls=name,
     )
 
 
 def _not_callable(name: str, spelling: str, value: object, loc: Location, binding: _Binding | None = None) -> Finding:
     """FDC006: what the engine's call gets under ``spelling`` cannot be called (a value, or a
     descriptor binding to a non-callable, or one whose binding raises)."""
-    fix = f"define `def {CANONICAL}(self) -> None:` and do not assign another value to {spelling}"
     if binding is None or binding.value is value and binding.error is None:
         return make_finding(
             "FDC006",
             f"{name}.{spelling} is a {type(value).__name__} ({value!r:.60}), not a method: the engine's call raises TypeError",
-            fix,
             loc,
+            spelling=spelling,
         )
-    descriptor_fix = f"make {type(value).__name__}.__get__ return a callable that takes no arguments, or {fix}"
     if binding.error is not None:
         err = binding.error
         detail = (str(err).strip().splitlines() or [""])[0]
@@ -888,16 +881,16 @@ def _not_callable(name: str, spelling: str, value: object, loc: Location, bindin
             "FDC006",
             f"reading {name}.{spelling} (a {type(value).__name__} descriptor) raised {type(err).__name__}: {detail}; "
             f"the engine's call fails before clearing",
-            descriptor_fix,
             loc,
+            spelling=spelling,
         )
     got = binding.value
     return make_finding(
         "FDC006",
         f"{name}.{spelling} is a {type(value).__name__} descriptor that gives the instance a {type(got).__name__} "
         f"({got!r:.60}), not a callable: the engine's call raises TypeError",
-        descriptor_fix,
         loc,
+        spelling=spelling,
     )
 
 

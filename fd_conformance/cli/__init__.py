@@ -1,8 +1,8 @@
-"""``fd-conformance``: run | lint | report | changed | fastdeploy.
+"""``fd-conformance``: run | lint | report | changed | fastdeploy | explain.
 
 The command line lives here only (argparse nowhere else in the kit's own commands).
 
-One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.report`, :mod:`.changed`, :mod:`.fastdeploy`), each
+One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.report`, :mod:`.changed`, :mod:`.fastdeploy`, :mod:`.explain`), each
 adding its subparser and a ``func`` (args -> exit code) over the package that does the work; none
 of them imports a framework at module import time, so ``fd-conformance --help`` stays fast.
 """
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from fd_conformance import __version__
 from fd_conformance.cli import changed as changed_cli
+from fd_conformance.cli import explain as explain_cli
 from fd_conformance.cli import fastdeploy as fastdeploy_cli
 from fd_conformance.cli import lint as lint_cli
 from fd_conformance.cli import report as report_cli
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_cli(sub)  # `report FILE`: matrix from a results JSONL
     changed_cli.add_cli(sub)  # `changed --base REV`: model cases a git change can affect
     fastdeploy_cli.add_cli(sub)  # `fastdeploy PATH`: the real engine on CPU
+    explain_cli.add_cli(sub)  # `explain CODE`: a finding code's page
     return parser
 
 

@@ -42,16 +42,6 @@ CapturePlan = tuple[tuple[str, int], ...]  # (owner, capture size) in the order 
 PLAN_KEY = "fd-conformance/capture-plan"
 DEFAULT_PLAN_TIMEOUT_S = 30.0  # the slowest rank still builds its model inside this
 
-FIX_MISMATCH = (
-    "derive the capture order from the shared graph-opt config only (sorted descending), never from "
-    "rank-local state; every rank must capture the same sizes in the same order"
-)
-FIX_ORDER = "capture decode sizes largest first per model (sorted(capture_sizes, reverse=True)), as FastDeploy does"
-FIX_ABSENT = (
-    "make sure every TP rank reaches capture_model(); read that rank's hang/crash report (FDC501/FDC502) "
-    "or raise the plan timeout if its model build is slow"
-)
-
 
 @runtime_checkable
 class RankStore(Protocol):
@@ -113,7 +103,6 @@ def exchange_capture_plans(
                     "FDC603",
                     f"rank {peer} of {world_size} published no capture plan within {timeout:g}s "
                     f"(rank {rank} checked; capturing now would wait forever in its first collective)",
-                    FIX_ABSENT,
                     Location(obj=f"tp rank {peer}"),
                 )
             )
@@ -134,7 +123,6 @@ def check_capture_plans(plans: Mapping[int, CapturePlan]) -> list[Finding]:
                     make_finding(
                         "FDC602",
                         f"rank {rank} plans to capture {owner} sizes {sizes}, not largest first",
-                        FIX_ORDER,
                         Location(obj=f"tp rank {rank} ({owner})"),
                     )
                 )
@@ -149,7 +137,6 @@ def check_capture_plans(plans: Mapping[int, CapturePlan]) -> list[Finding]:
                     "FDC601",
                     f"rank {rank} plans capture order [{_show(plans[rank])}] but rank {reference_rank} plans "
                     f"[{_show(reference)}]; their in-graph collectives would not match",
-                    FIX_MISMATCH,
                     Location(obj=f"tp rank {rank}"),
                 )
             )

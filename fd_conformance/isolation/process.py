@@ -77,14 +77,12 @@ class RunResult:
             return make_finding(
                 "FDC501",
                 f"{what} hung: {self.cause}; stuck at {self.stuck_frame or '?'}; last event: {self.last_event}",
-                "read the Python/native stacks in the report; a graph alive across a comm-group shutdown is the usual cause",
                 Location(obj=what),
             )
         if self.status == "crash":
             return make_finding(
                 "FDC502",
                 f"{what} crashed its worker: {self.cause}; last event: {self.last_event}",
-                "reproduce with the same test alone; see the worker log tail in the report",
                 Location(obj=what),
             )
         return None

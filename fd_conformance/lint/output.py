@@ -11,13 +11,15 @@ from typing import Any
 from urllib.parse import quote
 
 from fd_conformance import __version__
-from fd_conformance.findings import RULES, Finding, Severity
+from fd_conformance.findings import CODES_DOC, RULES, Finding, Severity, rule_page
 from fd_conformance.lint.config import LINT_CODES
 from fd_conformance.lint.facts import LintResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-# helpUri must be an absolute URI; it points at the README's finding-code table.
+# helpUri must be an absolute URI: the tool's page points at the README's finding-code table, each
+# rule's at its own section of the generated code pages (the registry entry `explain` prints).
 HELP_URI = "https://github.com/fd-conformance/fd-conformance/blob/main/README.md#finding-codes"
+CODE_PAGES_URI = f"https://github.com/fd-conformance/fd-conformance/blob/main/{CODES_DOC}"
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning"}
 
 
@@ -69,7 +71,9 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
             "id": code,
             "name": code,
             "shortDescription": {"text": RULES[code].title},
-            "helpUri": HELP_URI,
+            "fullDescription": {"text": RULES[code].doc.what},
+            "help": {"text": f"fix: {RULES[code].hint_shown()}", "markdown": rule_page(RULES[code])},
+            "helpUri": f"{CODE_PAGES_URI}#{code.lower()}",
             "defaultConfiguration": {"level": _SARIF_LEVEL[RULES[code].severity]},
         }
         for code in LINT_CODES

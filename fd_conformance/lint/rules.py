@@ -28,12 +28,7 @@ _FRAMEWORK_ROOTS = frozenset({"Layer", "Module", "Cell", "object"})
 # --------------------------------------------------------------------------- FDC100
 def check_fdc100_cannot_read(shown: str, err: Exception) -> Finding:
     """A file that cannot be read (or decoded) is reported, never skipped silently."""
-    return make_finding(
-        "FDC100",
-        f"cannot read: {err}",
-        "make the file readable text in UTF-8 or its declared coding",
-        Location(path=shown, line=1, col=1),
-    )
+    return make_finding("FDC100", f"cannot read: {err}", Location(path=shown, line=1, col=1))
 
 
 def check_fdc100_cannot_parse(path: str, err: SyntaxError | ValueError) -> Finding:
@@ -42,7 +37,6 @@ def check_fdc100_cannot_parse(path: str, err: SyntaxError | ValueError) -> Findi
     return make_finding(
         "FDC100",
         f"cannot parse: {getattr(err, 'msg', None) or err}",
-        "fix the syntax error; the file's rules were not checked",
         Location(path=path, line=line, col=max(getattr(err, "offset", None) or 1, 1)),
     )
 
@@ -52,12 +46,7 @@ def check_fdc002_legacy_spelling(name: str, what: str, line: int, col: int, obj:
     """The legacy spelling in a definition or call: works through the alias, but is deprecated."""
     if name != LEGACY:
         return None
-    return make_finding(
-        "FDC002",
-        f"legacy spelling {LEGACY} in {what}",
-        f"rename to {CANONICAL} (fd-conformance lint --fix keeps a {LEGACY} alias)",
-        locate(line, col, obj),
-    )
+    return make_finding("FDC002", f"legacy spelling {LEGACY} in {what}", locate(line, col, obj))
 
 
 def check_fdc004_near_miss(name: str, what: str, line: int, col: int, obj: str | None, locate: Locate) -> Finding | None:
@@ -68,8 +57,8 @@ def check_fdc004_near_miss(name: str, what: str, line: int, col: int, obj: str |
     return make_finding(
         "FDC004",
         f"{name} in {what} is a near-miss of {target}; the engine will not find it",
-        f"spell it {CANONICAL}",
         locate(line, col, obj),
+        name=name,
     )
 
 
@@ -100,8 +89,9 @@ def check_fdc101_release_before_clear(calls: list[Call], owner: str, locate: Loc
                         "FDC101",
                         f"{owner}: graphs cleared by {call.name}() after {rel.name}() at line {rel.line} "
                         "released weights or shut down communication (a live graph can hang the teardown)",
-                        f"move the {call.name}() call before {rel.name}()",
                         locate(call.line, call.col, owner),
+                        clear=call.name,
+                        release=rel.name,
                     )
                 )
                 break
@@ -185,8 +175,8 @@ def check_fdc102_draft_clear_under_main_flag(
         yield make_finding(
             "FDC102",
             message,
-            f"guard the draft clear by the draft's own flag (e.g. {draft_flag}) alone, outside the main one",
             locate(call.line, call.col, owner),
+            draft_flag=draft_flag,
         )
 
 
@@ -261,7 +251,7 @@ def check_fdc001_wrapper_without_clear(
                         "FDC001",
                         f"model wrapper {name} has no {CANONICAL}() (nor legacy {LEGACY}), own or inherited; "
                         "the engine cannot destroy its graphs",
-                        f"add `def {CANONICAL}(self): self.model.{CANONICAL}(fd_config=self.fd_config)`",
                         Location(path=info.path, line=info.line, col=info.col, obj=name),
+                        cls=name,
                     ),
                 )

@@ -175,12 +175,9 @@ def alive_graphs(refs: Iterable[weakref.ref[Graph]]) -> list[Graph]:
     return [g for g in (r() for r in refs) if g is not None and g.alive]
 
 
-CLEAR_HINT = "reset every graph (main and draft) in clear_graph_opt_backend(), whatever the graph flags"
-
-
-def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str, fix: str = CLEAR_HINT) -> None:
-    """FDC203 for graphs alive at a point where none may be, unless the recorder said so already.
-    ``fix`` names the call at fault: the clear (default) or the runner's clear_parameters()."""
+def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str) -> None:
+    """FDC203 for graphs alive at a point where none may be (``after`` names the call that should
+    have destroyed them), unless the recorder said so already."""
     if "FDC203" in verdict.error_codes:
         return
     for graph in alive:
@@ -188,7 +185,6 @@ def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], afte
             make_finding(
                 "FDC203",
                 f"graph {graph.label!r} ({graph.owner}) is still alive after {after}",
-                fix,
                 Location(obj=f"{graph.owner}:{graph.label}"),
             )
         )
@@ -300,9 +296,7 @@ def compare_outputs(
     rtol, atol = float(tolerances.get("rtol", 1e-4)), float(tolerances.get("atol", 1e-4))
     for name in want:
         if name not in got:
-            findings.append(
-                make_finding(code, f"{what}: output {name!r} missing", "return the same outputs as eager", Location(obj=name))
-            )
+            findings.append(make_finding(code, f"{what}: output {name!r} missing", Location(obj=name)))
             continue
         a = np.asarray(runtime.to_numpy(got[name]), dtype=np.float64)
         b = np.asarray(runtime.to_numpy(want[name]), dtype=np.float64)
@@ -311,7 +305,6 @@ def compare_outputs(
                 make_finding(
                     code,
                     f"{what}: output {name!r} shape {a.shape} != eager {b.shape}",
-                    "slice padded graph outputs back to the real tokens",
                     Location(obj=name),
                 )
             )
@@ -322,7 +315,6 @@ def compare_outputs(
                 make_finding(
                     code,
                     f"{what}: output {name!r} differs from eager (max |diff| {worst:.3g} > atol {atol:g} + rtol {rtol:g})",
-                    "capture on the current weights and static inputs; recapture after every weight reload",
                     Location(obj=name),
                 )
             )
@@ -342,17 +334,18 @@ def recorder_findings(recorder: Any) -> list[Finding]:
     return list(found() if callable(found) else found)
 
 
-def exception_finding(code: str, err: BaseException, during: str, hint: str) -> Finding:
+def exception_finding(code: str, err: BaseException, during: str, **fields: object) -> Finding:
+    """``code`` for ``err`` raised ``during`` a step; ``fields`` fill the code's hint."""
     first = (str(err).strip().splitlines() or [""])[0]
-    return make_finding(code, f"{during} raised {type(err).__name__}: {first}", hint, Location(obj=during))
+    return make_finding(code, f"{during} raised {type(err).__name__}: {first}", Location(obj=during), **fields)
 
 
-def guarded(verdict: CheckVerdict, code: str, during: str, hint: str, fn: Callable[[], Any]) -> bool:
+def guarded(verdict: CheckVerdict, code: str, during: str, fn: Callable[[], Any], **fields: object) -> bool:
     """Run ``fn``; an exception becomes a ``code`` finding. Returns whether it succeeded."""
     try:
         fn()
     except Exception as err:  # noqa: BLE001 - any exception here IS the contract violation
-        verdict.add(exception_finding(code, err, during, hint))
+        verdict.add(exception_finding(code, err, during, **fields))
         return False
     return True
 
@@ -424,13 +417,13 @@ def _whose(role: str, wrappers: Mapping[str, str]) -> str:
 
 def _no_graph(role: str, size: int, own: Sequence[int], wrappers: Mapping[str, str]) -> Finding:
     above = f" (larger than every size that has one: {max(own)})" if own and size > max(own) else ""
-    keep = f"{SIZE_FIELDS[role]}={tuple(own)!r}" if own else f"no {SIZE_FIELDS[role]} the engine does not capture"
+    field = f"{SIZE_FIELDS[role]}={tuple(own)!r}" if own else SIZE_FIELDS[role]  # the sizes it does capture
     return make_finding(
         "FDC306",
         f"capture size {size} has no {role} graph{above}: the {size}-token step of {_whose(role, wrappers)} replayed no graph",
-        f"capture a {role} graph for {size} tokens in capture_model() (or lazily on first use), or declare only the "
-        f"sizes the engine captures ({keep})",
         Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
+        size=size,
+        field=field,
     )
 
 
@@ -444,9 +437,9 @@ def _padded_into(
         "FDC306",
         f"capture size {size} has no {kind}graph of its own: the {size}-token step of {_whose(role, wrappers)} "
         f"replayed {shown}, padded up instead of a graph captured at {size}",
-        f"capture a graph for size {size} too (the runner's size list must hold every declared size), or drop {size} "
-        f"from the case's {field}",
         Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
+        size=size,
+        field=field,
     )
 
 
@@ -492,15 +485,13 @@ def memory_leak_finding(subject: Any, amount: str, kept: Mapping[str, Sequence[s
             for role, labels in kept.items()
         )
         blamed = [role_name(role, subject) for role in kept]
-        hint = (
-            f"in the clear of {' and '.join(blamed)}, drop every reference to its graphs' output buffers "
-            f"(they pin the graph memory pool), then empty the allocator cache"
-        )
     else:
         cleared = " and ".join(role_name(role, subject) for role, _ in models_of(subject))
         blamed = [cleared]
         whose = f"after clearing {cleared} (the allocator cannot tell which one holds it)"
-        hint = "drop every graph's output buffers and memory pool in clear, then empty the allocator cache"
     return make_finding(
-        "FDC302", f"{amount} still held after clear: {whose} ({figures})", hint, Location(obj=" and ".join(blamed))
+        "FDC302",
+        f"{amount} still held after clear: {whose} ({figures})",
+        Location(obj=" and ".join(blamed)),
+        blamed=" and ".join(blamed),
     )

@@ -51,9 +51,7 @@ def test_capture_replay(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any
             try:
                 got = fd_subject.forward(inputs)
             except StaleGraphError as err:
-                fd_verdict.add(
-                    exception_finding("FDC301", err, f"replay at {num_tokens} tokens", "capture on the current weights")
-                )
+                fd_verdict.add(exception_finding("FDC301", err, f"replay at {num_tokens} tokens"))
                 continue
             replayed[num_tokens] = replays[before:]
             if len(replays) == before:

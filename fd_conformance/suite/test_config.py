@@ -53,10 +53,11 @@ def test_config_postprocessor(
 
 def add_violation(case: ModelCase, verdict: CheckVerdict, violation: Any) -> None:
     """Each finding of a violation, located at the case and naming the minimal raw config."""
-    from fd_conformance.findings import Location, make_finding
+    import dataclasses
+
+    from fd_conformance.findings import Location
 
     where = Location(obj=f"{case.name}: {violation.raw.describe()}")
     for finding in violation.findings:
-        verdict.add(
-            make_finding(finding.code, f"{finding.message} (minimal config: {violation.raw.describe()})", finding.hint, where)
-        )
+        message = f"{finding.message} (minimal config: {violation.raw.describe()})"
+        verdict.add(dataclasses.replace(finding, message=message, location=where))  # the rule's own hint kept

@@ -38,7 +38,6 @@ def test_protocol(fd_subject: Any, fd_verdict: CheckVerdict) -> None:
                 make_finding(
                     "FDC003",
                     f"{role} wrapper {cls.__qualname__}: with the alias installed, {CANONICAL} and {LEGACY} reach different methods",
-                    f"define the body once as {CANONICAL} and let the kit alias {LEGACY}",
                     Location(obj=f"{cls.__module__}.{cls.__qualname__}"),
                 )
             )

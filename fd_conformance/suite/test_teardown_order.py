@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from fd_conformance.cases import ModelCase
-from fd_conformance.lifecycle import FIX_RUNNER_CLEAR
 from fd_conformance.runtime.base import Runtime
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
@@ -71,7 +70,7 @@ def test_teardown_order(
         # clear_parameters() must leave no graph alive either; one left is blamed on the call at fault
         fd_verdict.extend(teardown_findings(recorder, fd_subject))
     after = f"{type(runner).__qualname__}.clear_parameters()"
-    add_alive_graph_findings(fd_verdict, alive_graphs(refs), after, FIX_RUNNER_CLEAR.format(runner=type(runner).__qualname__))
+    add_alive_graph_findings(fd_verdict, alive_graphs(refs), after)
     fd_verdict.conclude()
 
 

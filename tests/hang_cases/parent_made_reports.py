@@ -23,7 +23,7 @@ def test_finding_then_oom(fd_case: Any, fd_device: str, fd_verdict: Any) -> None
     itself after a complete run (FDC502), and the check's finding must survive next to it."""
     from fd_conformance.findings import Location, make_finding
 
-    fd_verdict.add(make_finding("FDC202", "probe finding", "none", Location(obj="probe")))
+    fd_verdict.add(make_finding("FDC202", "probe finding", Location(obj="probe")))
     raise MemoryError("out of memory (probe)")
 
 
