@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fd_conformance.cli import fastdeploy as bridge_cli
-from fd_conformance.errors import EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
+from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.fastdeploy import checkout as checkout_module
 from fd_conformance.fastdeploy.checkout import (
     EXIT_MISSING_DEPENDENCY,
@@ -35,6 +35,7 @@ from fd_conformance.fastdeploy.checkout import (
 from fd_conformance.fastdeploy.config_bridge import check_config
 from fd_conformance.fastdeploy.models_bridge import check_models
 from fd_conformance.fastdeploy.runner_bridge import Combo, RunnerReport, check_runner
+from fd_conformance.fastdeploy.wrappers_bridge import WrapperRow, check_wrappers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fastdeploy_bridge"
 VARIANTS = FIXTURE / "variants"
@@ -348,7 +349,7 @@ def test_cli_clean_tree_prints_three_tables_and_exits_0(tmp_path: Path, capsys: 
     out_json = tmp_path / "bridge.json"
     assert bridge_cli.run(bridge_cli_args(make_tree(tmp_path), "--json", str(out_json))) == EXIT_OK
     out = capsys.readouterr().out
-    for heading in ("## 1. Config (C6)", "## 2. Protocol", "## 3. Runner teardown"):
+    for heading in ("## 1. Config (C6)", "## 2. Protocol", "## 3. Runner teardown", "## 4. Real wrappers"):
         assert heading in out
     assert "-> exit 0" in out
     import json
@@ -485,3 +486,74 @@ def test_history_bad_range_is_one_line(broken_history: tuple[Path, list[str]], s
     repo, _ = broken_history
     done = history_cli(repo, spec)
     assert done.returncode == EXIT_USAGE and problem in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
+
+
+# --------------------------------------------------------------------------- real wrappers (issue 26 item 2)
+def wrappers_of(root: Path) -> dict[str, WrapperRow]:
+    checkout = locate(root)
+    with import_environment(checkout):
+        report = check_wrappers(checkout)
+    assert report.error is None, report.error
+    return {r.name: r for r in report.rows}
+
+
+def test_wrappers_clean_tree_every_recorded_graph_is_cleared(tmp_path: Path) -> None:
+    rows = wrappers_of(make_tree(tmp_path))
+    assert {n: (r.verdict, r.findings) for n, r in rows.items()} == {
+        "TinyDenseForCausalLM": ("ok", []),
+        "TinyMTPForCausalLM": ("ok", []),
+    }
+    assert rows["TinyDenseForCausalLM"].backends == ["model"] and rows["TinyDenseForCausalLM"].graphs > 0
+
+
+def test_wrapper_whose_clear_misses_the_vision_tower_is_fdc203_naming_it(tmp_path: Path) -> None:
+    """Issue 26.2: the class passes the protocol; its real clear leaves the vision tower's graphs."""
+    root = make_tree(tmp_path, models=("model_vl_clears_language_only.py", "model_vl_clears_every_tower.py"))
+    rows = wrappers_of(root)
+    bad, good = rows["TinyVLForConditionalGeneration"], rows["TinyOmniForConditionalGeneration"]
+    assert bad.verdict == "FAIL" and {f.code for f in bad.findings} == {"FDC203"}
+    assert all("owner visual" in f.message for f in bad.findings) and len(bad.findings) == bad.graphs // 2
+    assert sorted(bad.backends) == ["language_model", "visual"]
+    assert (good.verdict, good.findings, sorted(good.backends)) == ("ok", [], ["towers.image", "towers.text"])
+    checkout = locate(root)
+    with import_environment(checkout):  # and the protocol table, by class, sees nothing wrong with it
+        protocol = {r.name: r for r in check_models(checkout).rows}
+    assert not protocol["TinyVLForConditionalGeneration"].is_error
+
+
+def test_wrapper_delegating_with_the_wrong_argument_is_fdc303(tmp_path: Path) -> None:
+    rows = wrappers_of(make_tree(tmp_path, models=("model_clear_wrong_argument.py",)))
+    row = rows["TinyStrictForCausalLM"]
+    assert row.verdict == "FAIL" and {f.code for f in row.findings} == {"FDC303"}
+    assert "before any capture raised AttributeError" in row.findings[0].message
+    assert "model_clear_wrong_argument.py:" in row.findings[0].message
+
+
+def test_wrapper_without_clear_or_needing_arguments_is_judged_without_building(tmp_path: Path) -> None:
+    root = make_tree(tmp_path, models=("model_without_clear.py",))
+    (root / MODELS / "needs_args.py").write_text(
+        "from fastdeploy.model_executor.models.model_base import ModelForCasualLM\n\n\n"
+        "class NeedsArgsForCausalLM(ModelForCasualLM):\n"
+        "    def __init__(self, fd_config):\n"
+        "        raise RuntimeError('must not be built')\n\n"
+        "    def clear_graph_opt_backend(self, fd_config):\n"
+        "        pass\n"
+    )
+    rows = wrappers_of(root)
+    assert [f.code for f in rows["TinyVisionForConditionalGeneration"].findings] == ["FDC001"]
+    assert [f.code for f in rows["NeedsArgsForCausalLM"].findings] == ["FDC005"]
+    assert rows["NeedsArgsForCausalLM"].verdict == "FAIL"
+
+
+def test_a_wrapper_that_does_not_build_is_a_row_saying_why_never_a_pass(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    edit = (
+        "        self.model = TinyMTPModel(fd_config=fd_config)\n",
+        "        self.model = TinyMTPModel(fd_config=fd_config.vision_config)\n",
+    )
+    path = root / MODELS / "tiny_mtp.py"
+    path.write_text(path.read_text().replace(*edit))
+    row = wrappers_of(root)["TinyMTPForCausalLM"]
+    assert row.verdict == "not built" and "AttributeError" in row.reason and "tiny_mtp.py:" in row.reason
+    args = bridge_cli_args(root, "--only", "wrappers")
+    assert bridge_cli.run(args) == EXIT_INCOMPLETE  # nothing failed, but not everything was checked

@@ -23,8 +23,8 @@ from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VIOLATIONS, Usa
 
 # The bridges are imported inside the functions below for speed: every subcommand loads this
 # module, and only `fastdeploy` needs them (they build FastDeploy's import environment).
-HELP = "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3)"
-TABLES = ("config", "models", "runner")
+HELP = "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3), real wrappers' clear"
+TABLES = ("config", "models", "runner", "wrappers")
 DEFAULT_EXAMPLES = 100
 
 
@@ -41,7 +41,7 @@ def add_cli(subparsers: Any) -> None:
         help="FastDeploy checkout (the directory holding fastdeploy/); default: the installed fastdeploy",
     )
     parser.add_argument(
-        "--only", action="append", choices=TABLES, default=None, help="run only this table (repeatable); default: all three"
+        "--only", action="append", choices=TABLES, default=None, help="run only this table (repeatable); default: all four"
     )
     parser.add_argument(
         "--max-examples",
@@ -180,6 +180,35 @@ def stand_ins_json(env: Any) -> list[dict[str, Any]]:
     ]
 
 
+def print_wrappers(out: TextIO, rep: Any, verbose: bool) -> None:
+    if not _section(
+        out, f"4. Real wrappers: built on CPU, graphs recorded in their backends, their own clear called ({rep.where})", rep
+    ):
+        return
+    out.write(
+        f"{len(rep.rows)} wrappers: {sum(r.verdict == 'ok' for r in rep.rows)} ok, {rep.violations} violate, "
+        f"{rep.not_checked} not checked (not built on CPU or could not run: each row says why)\n"
+    )
+    _table(
+        out,
+        ("wrapper", "verdict", "findings", "graphs recorded in", "why / what"),
+        [
+            (
+                r.name,
+                r.verdict,
+                _codes(r.findings),
+                f"{r.graphs} in {', '.join(r.backends)}" if r.graphs else ", ".join(r.backends) or "-",
+                r.reason or "-",
+            )
+            for r in rep.rows
+        ],
+    )
+    for r in rep.rows:
+        for f in r.findings:
+            if verbose or f.is_error:
+                out.write(f"  {r.name}: {f.code} {f.message}\n")
+
+
 def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
     data: dict[str, Any] = {"seconds": seconds}
     if "config" in reports:
@@ -214,6 +243,23 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
                     "codes": [f.code for f in x.findings],
                 }
                 for x in r.rows
+            ],
+        }
+    if "wrappers" in reports:
+        w = reports["wrappers"]
+        data["wrappers"] = {
+            "error": w.error,
+            "rows": [
+                {
+                    "name": r.name,
+                    "class": r.qualname,
+                    "verdict": r.verdict,
+                    "codes": [f.code for f in r.findings],
+                    "reason": r.reason,
+                    "backends": r.backends,
+                    "graphs": r.graphs,
+                }
+                for r in w.rows
             ],
         }
     return data
@@ -276,11 +322,16 @@ def _run(args: argparse.Namespace) -> int:
 
                     reports[table] = check_models(checkout)
                     print_models(out, reports[table], args.verbose)
-                else:
+                elif table == "runner":
                     from fd_conformance.fastdeploy.runner_bridge import check_runner
 
                     reports[table] = check_runner(checkout)
                     print_runner(out, reports[table], args.verbose)
+                else:
+                    from fd_conformance.fastdeploy.wrappers_bridge import check_wrappers
+
+                    reports[table] = check_wrappers(checkout)
+                    print_wrappers(out, reports[table], args.verbose)
                 seconds[table] = time.perf_counter() - started
                 out.write(f"({table}: {seconds[table]:.1f} s)\n")
                 out.flush()
@@ -289,8 +340,10 @@ def _run(args: argparse.Namespace) -> int:
             gc.unfreeze()
         print_stand_ins(out, env)
     violations = sum(rep.violations for rep in reports.values())
-    broken = sum(1 for rep in reports.values() if rep.error) + sum(
-        1 for row in getattr(reports.get("runner"), "rows", []) if row.error
+    broken = (
+        sum(1 for rep in reports.values() if rep.error)
+        + sum(1 for row in getattr(reports.get("runner"), "rows", []) if row.error)
+        + getattr(reports.get("wrappers"), "not_checked", 0)
     )
     if args.json_out:
         data = to_json(reports, seconds) | {

@@ -111,8 +111,9 @@ def _model_config(module: ModuleType) -> SimpleNamespace:
     )
 
 
-def make_builder(module: ModuleType) -> Callable[[RawGraphOptConfig], Any]:
-    """raw config -> the checkout's post-processed FDConfig (or :data:`REJECTED`)."""
+def make_builder(module: ModuleType, model_config: Callable[[], Any] | None = None) -> Callable[[RawGraphOptConfig], Any]:
+    """raw config -> the checkout's post-processed FDConfig (or :data:`REJECTED`); ``model_config``
+    makes the model config (default: the namespace the config rules need, no model fields)."""
     accepted = set(inspect.signature(module.FDConfig.__init__).parameters)
     keyword = {
         "GraphOptimizationConfig": "graph_opt_config",
@@ -124,7 +125,7 @@ def make_builder(module: ModuleType) -> Callable[[RawGraphOptConfig], Any]:
     }
 
     def build(raw: RawGraphOptConfig) -> Any:
-        kwargs: dict[str, Any] = {"model_config": _model_config(module), "test_mode": True}
+        kwargs: dict[str, Any] = {"model_config": model_config() if model_config else _model_config(module), "test_mode": True}
         for cls_name, args in _args(raw).items():
             if cls_name == "SpeculativeConfig" and raw.speculative_method is None:
                 continue

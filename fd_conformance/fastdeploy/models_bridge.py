@@ -91,25 +91,33 @@ def _registered(base: types.ModuleType, modules: list[types.ModuleType]) -> dict
     return found
 
 
+def registered_wrappers(checkout: Checkout, failures: dict[str, str] | None = None) -> dict[type, str]:
+    """Wrapper class -> registered name, every model module imported on its own (a module that
+    fails is put in ``failures``, module -> error line). Raises if ``model_base`` cannot import."""
+    base = _enter_package(checkout)
+    modules = []
+    for name in _module_names(checkout):
+        try:
+            modules.append(import_module(name, checkout))  # a missing package is stood in or named
+        except Exception as err:  # one broken model module (a missing package too) never hides the others
+            if failures is not None:
+                failures[name] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+    return _registered(base, modules)
+
+
 def check_models(checkout: Checkout) -> ModelsReport:
     """check_protocol on every registered wrapper; one row per module that fails to import."""
     report = ModelsReport(MODELS_PACKAGE)
+    report.modules = len(_module_names(checkout))
     try:
-        base = _enter_package(checkout)
+        wrappers = registered_wrappers(checkout, report.import_failures)
     except MissingDependency:
         raise
     except Exception as err:
         report.error = f"could not import {MODEL_BASE}: {type(err).__name__}: {err}"
         return report
-    modules = []
-    for name in _module_names(checkout):
-        report.modules += 1
-        try:
-            modules.append(import_module(name, checkout))  # a missing package is stood in or named
-        except Exception as err:  # one broken model module never hides the others
-            report.import_failures[name] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # check_protocol reports FDC002 itself; no DeprecationWarning noise
-        for cls, name in sorted(_registered(base, modules).items(), key=lambda item: item[1]):
+        for cls, name in sorted(wrappers.items(), key=lambda item: item[1]):
             report.rows.append(ModelRow(name, f"{cls.__module__}.{cls.__qualname__}", check_protocol(cls)))
     return report

@@ -1,0 +1,407 @@
+"""Real wrappers, real clear: every registered model wrapper built on CPU from a tiny config, its
+graph-optimisation backends given recorded graphs where FastDeploy keeps captured ones, and the
+wrapper's own ``clear_graph_opt_backend()`` (either spelling) called as the engine calls it.
+
+The protocol table judges classes; this one judges what the clear *does*. A wrapper whose clear
+exists but misses a backend (a VL wrapper clearing its language model and not its vision tower)
+or delegates with the wrong argument passes by class and fails here:
+
+* **FDC203** a recorded graph still alive after the clear (named by the sublayer owning it),
+* **FDC303** the clear raised: before any capture, after one, or called twice,
+* **FDC005** the clear cannot be called without arguments, **FDC001** there is none.
+
+How a wrapper is built: the checkout's own ``FDConfig`` (as the config table builds it, platform
+patched to CUDA so the ``@support_graph_optimization`` decorator builds a backend) with a tiny
+model config written here (:func:`tiny_model_config`), every ``fastdeploy`` module's
+``current_platform`` reporting CUDA while the wrapper is built (layers refuse other platforms),
+and a one-rank Paddle hybrid group when FastDeploy uses ``fleet`` (its parallel layers ask for
+one). Where the graphs go: each object reachable from the wrapper that has a ``graph_opt_backend``
+gets that backend's piecewise CUDA-graph backend (FastDeploy's own class, made as its
+``__call__`` makes it on the first step), and every entry of it that holds a ``cuda_graph`` gets
+a :class:`RecordedGraph`. A recorded graph is alive while anything references it (FastDeploy
+frees a CUDA graph by dropping its last reference), so survival is measured, not inferred.
+
+A wrapper that does not build on CPU is a row saying why (the exception and FastDeploy's line),
+never a pass; a clear that calls a compiled op is an ERROR row (it cannot run here), not FDC303.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import sys
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+from fd_conformance.config_rules import RawGraphOptConfig
+from fd_conformance.fastdeploy.checkout import Checkout, CompiledOpCalled, MissingDependency, import_module
+from fd_conformance.fastdeploy.config_bridge import CONFIG_MODULE, CudaPlatform, make_builder
+from fd_conformance.fastdeploy.models_bridge import registered_wrappers
+from fd_conformance.findings import Finding, make_finding
+from fd_conformance.lifecycle import LifecycleRecorder
+from fd_conformance.runtime.base import EventBus, EventKind
+from fd_conformance.spelling import CANONICAL, LEGACY
+
+if TYPE_CHECKING:
+    from fd_conformance.runtime.base import Runtime
+
+BACKEND_ATTR = "graph_opt_backend"
+PIECEWISE_ATTR = "cudagraph_piecewise_backend"
+PIECEWISE_CLASS = "CudaGraphPiecewiseBackend"
+MAX_DEPTH = 6  # wrapper -> model -> layers list -> layer -> ...: backends sit on the first levels
+
+
+def tiny_model_config() -> SimpleNamespace:
+    """A model config small enough to build any dense wrapper on CPU in milliseconds; field names
+    are the ones FastDeploy's layers read (a wrapper needing another is a 'not built' row)."""
+    return SimpleNamespace(
+        hidden_size=16,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=8,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        ori_vocab_size=64,
+        vocab_size=64,
+        moe_layer_start_index=1,
+        first_k_dense_replace=0,
+        num_experts_per_tok=1,
+        moe_k=1,
+        norm_topk_prob=True,
+        is_quantized=False,
+        quantization=None,
+        quantization_config=None,
+        hidden_act="silu",
+        hidden_dropout_prob=0.0,
+        initializer_range=0.02,
+        max_position_embeddings=64,
+        max_model_len=64,
+        rope_theta=10000.0,
+        rope_scaling=None,
+        partial_rotary_factor=1.0,
+        use_rope=True,
+        attention_bias=False,
+        use_qk_norm=False,
+        model_type="tiny",
+        model="tiny",
+        model_format="paddle",
+        dtype="float32",
+        enable_mm=False,
+        mm_max_tokens_per_item=None,
+        logprobs_mode="raw_logprobs",
+        lm_head_fp32=False,
+        architectures=["tiny"],
+        pretrained_config=SimpleNamespace(prefix_name="model"),
+        num_nextn_predict_layers=1,
+        start_layer_index=0,
+        moe_phase=None,
+        version=None,
+        runner="generate",
+        convert="auto",
+    )
+
+
+class RecordedGraph:
+    """Stands where FastDeploy keeps a captured CUDA graph; its death (last reference dropped) is
+    the GRAPH_DESTROYED event. ``replay``/``reset`` exist so code that touches a graph runs."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def replay(self) -> None:
+        return None
+
+    def reset(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<RecordedGraph {self.label}>"
+
+
+@dataclass
+class WrapperRow:
+    name: str
+    qualname: str
+    verdict: str = "ok"  # ok | FAIL | not built | ERROR
+    findings: list[Finding] = field(default_factory=list)
+    reason: str = ""  # not built / ERROR: why; ok/FAIL: what was checked
+    backends: list[str] = field(default_factory=list)  # where graphs were recorded
+    graphs: int = 0
+
+
+@dataclass
+class WrappersReport:
+    where: str
+    rows: list[WrapperRow] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for r in self.rows if r.verdict == "FAIL")
+
+    @property
+    def not_checked(self) -> int:
+        return sum(1 for r in self.rows if r.verdict in ("not built", "ERROR"))
+
+
+def _where(err: BaseException, checkout: Checkout) -> str:
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if str(checkout.root) in f.filename]
+    frame = frames[-1] if frames else None
+    return f" at {frame.filename.removeprefix(str(checkout.root) + '/')}:{frame.lineno}" if frame else ""
+
+
+def _describe(err: BaseException, checkout: Checkout) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text[:160]}{_where(err, checkout)}"
+
+
+_ROUTINES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+
+
+def backends_of(wrapper: Any) -> Iterator[tuple[str, Any]]:
+    """(path, owner) for every object reachable from ``wrapper`` through attributes, lists and
+    dicts (Paddle keeps sublayers in ``_sub_layers``) that has a graph-opt backend."""
+    seen: set[int] = set()
+    stack: list[tuple[str, Any, int]] = [("", wrapper, 0)]
+    while stack:
+        path, obj, depth = stack.pop()
+        if id(obj) in seen or depth > MAX_DEPTH:
+            continue
+        seen.add(id(obj))
+        if getattr(obj, "__dict__", None) is not None and BACKEND_ATTR in vars(obj):
+            yield path or "(wrapper)", obj
+        children: list[tuple[str, Any]] = []
+        if isinstance(obj, dict):
+            children = [(str(k), v) for k, v in obj.items()]
+        elif isinstance(obj, list | tuple):
+            children = [(str(i), v) for i, v in enumerate(obj)]
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type | types.ModuleType):
+            children = [(k.removeprefix("_sub_layers"), v) for k, v in vars(obj).items() if k not in ("fd_config", BACKEND_ATTR)]
+        for name, child in reversed(children):
+            if child is None or isinstance(child, (str, int, float, bool, type, types.ModuleType, *_ROUTINES)):
+                continue
+            if type(child).__module__.split(".")[0] == "paddle" and not hasattr(child, "_sub_layers"):
+                continue  # tensors, parameters, Paddle internals: never a FastDeploy backend holder
+            stack.append((f"{path}.{name}".strip(".") if name else path, child, depth + 1))
+
+
+def _piecewise(backend: Any) -> Any:
+    """The backend's piecewise CUDA-graph backend: the one it has, or one made as its first
+    graph step makes it (FastDeploy's own class, from the backend's module)."""
+    existing = getattr(backend, PIECEWISE_ATTR, None)
+    if existing is not None:
+        return existing
+    cls = getattr(sys.modules.get(type(backend).__module__), PIECEWISE_CLASS, None)
+    if cls is None:
+        raise LookupError(f"{type(backend).__qualname__} has no {PIECEWISE_ATTR} and its module no {PIECEWISE_CLASS}")
+    offered = {
+        "fd_config": backend.fd_config,
+        "runnable": getattr(backend, "runnable", None),
+        "dy_runnable": getattr(backend, "dy_runnable", getattr(backend, "runnable", None)),
+    }
+    accepted = inspect.signature(cls.__init__).parameters
+    made = cls(**{k: v for k, v in offered.items() if k in accepted})
+    setattr(backend, PIECEWISE_ATTR, made)
+    return made
+
+
+def _entries(piecewise: Any) -> list[Any]:
+    """Where FastDeploy keeps captured graphs: entries (in a dict or list attribute) with a ``cuda_graph``."""
+    found: list[Any] = []
+    for value in vars(piecewise).values():
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        found.extend(e for e in items if hasattr(e, "cuda_graph"))
+    return found
+
+
+class _Recording:
+    """The recorded graphs of one wrapper and the lifecycle recorder judging them."""
+
+    def __init__(self) -> None:
+        self.bus = EventBus()
+        self.recorder = LifecycleRecorder(cast("Runtime", SimpleNamespace(events=self.bus)))  # reads only .events
+        self.recorder.start()
+
+    def plant(self, path: str, owner: Any) -> int:
+        entries = _entries(_piecewise(getattr(owner, BACKEND_ATTR)))
+        for index, entry in enumerate(entries):
+            shape = getattr(entry, "real_shape", index)
+            graph = RecordedGraph(f"{path}:{shape}")
+            entry.cuda_graph = graph
+            if hasattr(entry, "captured"):
+                entry.captured = True
+            self.bus.emit(EventKind.GRAPH_CAPTURED, graph.label, id(graph), owner=path)
+            weakref.finalize(graph, self.bus.emit, EventKind.GRAPH_DESTROYED, graph.label, id(graph), owner=path)
+        return len(entries)
+
+
+def _clear_method(cls: type) -> tuple[str | None, Any]:
+    for name in (CANONICAL, LEGACY):
+        if callable(getattr(cls, name, None)):
+            return name, getattr(cls, name)
+    return None, None
+
+
+def _needs_arguments(method: Any) -> list[str]:
+    try:
+        parameters = list(inspect.signature(method).parameters.values())[1:]  # unbound: skip self
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: Checkout) -> WrapperRow:
+    """Build one wrapper, record graphs in its backends, run its real clear before capture,
+    after it and twice; one row."""
+    row = WrapperRow(name, f"{cls.__module__}.{cls.__qualname__}")
+    spelling, method = _clear_method(cls)
+    if spelling is None:
+        message = f"{cls.__qualname__} has no clear method: its recorded graphs cannot be cleared"
+        row.findings.append(make_finding("FDC001", message, cls=cls.__qualname__))
+    elif needed := _needs_arguments(method):
+        message = f"{cls.__qualname__}.{spelling}() requires {', '.join(needed)}; the engine passes none"
+        row.findings.append(make_finding("FDC005", message, params=", ".join(needed)))
+    if row.findings:  # judged by class: there is no clear the engine could call
+        row.verdict, row.reason = "FAIL", "not built: the engine's call cannot reach a clear"
+        return row
+    try:
+        wrapper = build(cls)
+    except MissingDependency:
+        raise
+    except Exception as err:  # one wrapper that will not build on CPU is its row, never the table
+        row.verdict, row.reason = "not built", f"does not build on CPU: {_describe(err, checkout)}"
+        return row
+    holders = list(backends_of(wrapper))
+    if not holders:
+        row.verdict, row.reason = "ERROR", "built, but no graph_opt_backend reachable from it with graphs on"
+        return row
+    assert spelling is not None
+    recording = _Recording()
+    clear = getattr(wrapper, spelling)
+
+    def call(when: str) -> bool:
+        try:
+            clear()
+        except MissingDependency:
+            raise
+        except CompiledOpCalled as err:
+            row.verdict, row.reason = "ERROR", f"{spelling}() {when} calls a compiled op, cannot run on CPU: {err}"
+            return False
+        except Exception as err:
+            row.findings.append(
+                make_finding(
+                    "FDC303",
+                    f"{cls.__qualname__}.{spelling}() {when} raised {_describe(err, checkout)}",
+                    call=f"{cls.__qualname__}.{spelling}()",
+                )
+            )
+            return False
+        return True
+
+    call("before any capture")
+    try:
+        for path, owner in holders:
+            row.graphs += recording.plant(path, owner)
+            row.backends.append(path)
+    except Exception as err:
+        row.verdict, row.reason = "ERROR", f"could not record graphs in its backends: {_describe(err, checkout)}"
+        return row
+    if call("after capture"):
+        gc.collect()  # a graph kept only by a reference cycle would still hold its memory pool
+        row.findings.extend(recording.recorder.check_cleared(after=f"{cls.__qualname__}.{spelling}()"))
+        call("called twice")
+    recording.recorder.stop()
+    if row.verdict == "ok" and row.findings:
+        row.verdict = "FAIL"
+    return row
+
+
+@contextmanager
+def cuda_everywhere() -> Iterator[None]:
+    """Every loaded ``fastdeploy`` module's ``current_platform`` reports CUDA, then is restored."""
+    platforms = sys.modules.get("fastdeploy.platforms")
+    real = getattr(platforms, "current_platform", None)
+    patched = [
+        m
+        for n, m in list(sys.modules.items())
+        if n.startswith("fastdeploy") and real is not None and getattr(m, "current_platform", None) is real
+    ]
+    cuda = CudaPlatform()
+    for module in patched:
+        module.current_platform = cuda  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in patched:
+            module.current_platform = real  # type: ignore[attr-defined]
+
+
+def _one_rank_group() -> Any:
+    """Paddle's hybrid group of one rank, when FastDeploy's layers use fleet (None otherwise)."""
+    if "paddle.distributed.fleet" not in sys.modules:
+        return None
+    from paddle.distributed import fleet
+
+    try:
+        return fleet.get_hybrid_communicate_group().get_model_parallel_group()
+    except AttributeError:  # not initialised yet in this process
+        strategy = fleet.DistributedStrategy()
+        strategy.hybrid_configs = {"dp_degree": 1, "mp_degree": 1, "pp_degree": 1}
+        fleet.init(is_collective=True, strategy=strategy)
+        return fleet.get_hybrid_communicate_group().get_model_parallel_group()
+
+
+def make_fd_config(config: types.ModuleType) -> Any:
+    """The checkout's FDConfig with graphs on, a tiny model and one rank."""
+    fd_config = make_builder(config, tiny_model_config)(RawGraphOptConfig(use_cudagraph=True, max_num_seqs=2))
+    group = _one_rank_group()
+    if group is not None:
+        fd_config.parallel_config.tp_group = group
+        fd_config.parallel_config.tensor_parallel_rank = 0
+    # Read by MoE layers and the piecewise backend; left None by the config table's builder (no
+    # speculative method) or absent from older trees.
+    for attr, cls_name in (("eplb_config", "EPLBConfig"), ("speculative_config", "SpeculativeConfig")):
+        if getattr(fd_config, attr, None) is None and hasattr(config, cls_name):
+            setattr(fd_config, attr, getattr(config, cls_name)({}))
+    return fd_config
+
+
+def check_wrappers(checkout: Checkout) -> WrappersReport:
+    """Every registered wrapper built and cleared for real; one row each."""
+    report = WrappersReport("fastdeploy.model_executor.models (instances)")
+    try:
+        config = import_module(CONFIG_MODULE, checkout)
+        wrappers = registered_wrappers(checkout)
+        with ExitStack() as stack:
+            stack.enter_context(cuda_everywhere())
+            fd_config = make_fd_config(config)
+    except MissingDependency:
+        raise
+    except Exception as err:
+        report.error = f"could not build a tiny FDConfig: {_describe(err, checkout)}"
+        return report
+
+    def build(cls: type) -> Any:
+        with cuda_everywhere():
+            return cls(fd_config)
+
+    for cls, name in sorted(wrappers.items(), key=lambda item: item[1]):
+        row = check_wrapper(cls, name, build, checkout)
+        if row.findings and row.verdict == "ERROR":  # what was found before the bridge got stuck still fails it
+            row.verdict = "FAIL"
+        report.rows.append(row)
+    return report
