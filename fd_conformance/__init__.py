@@ -6,9 +6,13 @@ plugin) costs nothing and never imports paddle or torch.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:  # one source: pyproject.toml's version, as installed
+    __version__ = version("fd-conformance")
+except PackageNotFoundError:  # pragma: no cover - a source tree never installed (pip install -e . fixes it)
+    __version__ = "0+unknown"
 
 _LAZY = {
     "GraphOptModel": "fd_conformance.protocol",

@@ -1,9 +1,14 @@
-"""GPU visibility without importing a framework (importing torch/paddle just to skip costs seconds)."""
+"""GPU visibility and framework versions without importing a framework (importing torch/paddle
+just to skip a test or print a header costs seconds)."""
 
 from __future__ import annotations
 
 import glob
 import os
+from importlib.metadata import PackageNotFoundError, version
+
+#: Each runtime's installable distributions, in the order a version is looked for.
+FRAMEWORK_DISTRIBUTIONS = {"torch": ("torch",), "paddle": ("paddlepaddle-gpu", "paddlepaddle")}
 
 FORCE_ENV = "FD_CONFORMANCE_GPU"  # "0" forces no-GPU, "1" forces GPU (e.g. in exotic containers)
 
@@ -30,3 +35,18 @@ def no_gpu_reason() -> str | None:
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         return f"no GPU visible (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r})"
     return "no GPU: no /dev/nvidiaN device on this machine (gpu tests run with `pytest -m gpu` on a CUDA host)"
+
+
+def framework_versions() -> dict[str, str | None]:
+    """Runtime name -> its installed version (None when not installed), read from package
+    metadata: nothing is imported."""
+    found: dict[str, str | None] = {}
+    for name, distributions in FRAMEWORK_DISTRIBUTIONS.items():
+        found[name] = None
+        for distribution in distributions:
+            try:
+                found[name] = version(distribution)
+                break
+            except PackageNotFoundError:
+                continue
+    return found

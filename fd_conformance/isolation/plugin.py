@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
-from fd_conformance.errors import UsageError, validate_timeout
+from fd_conformance.errors import UsageError, validate_choice, validate_timeout
 from fd_conformance.isolation import messages
 from fd_conformance.isolation.results import (
     FINISHED,
@@ -37,6 +37,7 @@ from fd_conformance.isolation.results import (
     session_record,
 )
 from fd_conformance.matrix_keys import PROP_PREFIX, case_properties, failure_reason
+from fd_conformance.option_ini import IniOption, resolve_all
 
 if TYPE_CHECKING:
     # This plugin loads in every pytest session, most of which isolate nothing: the watchdog
@@ -73,17 +74,31 @@ FINDINGS_PROP = "fd_findings"  # same user_properties key the suites plugin uses
 CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
 
 
+#: This plugin's options, each settable by its ini key too (``fd_timeout = 600``; the flag wins).
+OPTIONS = {
+    FD_ISOLATE: IniOption(FD_ISOLATE, "string", "marked", ISOLATE_HELP),
+    FD_TIMEOUT: IniOption(FD_TIMEOUT, "string", None, TIMEOUT_HELP),
+    FD_RESULTS: IniOption(FD_RESULTS, "string", None, RESULTS_HELP),
+    FD_NO_SPARE: IniOption(FD_NO_SPARE, "bool", False, NO_SPARE_HELP),
+}
+#: Said once, in the terminal, when a debugger flag turns isolation off (a debugger cannot stop in a
+#: spawned worker, and the watchdog would kill the session the user is stepping through).
+DEBUGGER_NOTE = "fd-conformance: {flag} given, so isolation is off: every test runs in this process (no watchdog)"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fd-conformance isolation")
-    group.addoption(FD_ISOLATE, choices=ISOLATE_CHOICES, default="marked", help=ISOLATE_HELP)
-    group.addoption(FD_TIMEOUT, default=None, metavar="SECONDS", help=TIMEOUT_HELP)
-    group.addoption(FD_RESULTS, default=None, metavar="FILE", help=RESULTS_HELP)
-    group.addoption(FD_NO_SPARE, action="store_true", default=False, help=NO_SPARE_HELP)
+    OPTIONS[FD_ISOLATE].add(group, parser, choices=ISOLATE_CHOICES)
+    OPTIONS[FD_TIMEOUT].add(group, parser, metavar="SECONDS")
+    OPTIONS[FD_RESULTS].add(group, parser, metavar="FILE")
+    OPTIONS[FD_NO_SPARE].add(group, parser, action="store_true")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", ISOLATED_MARKER_HELP)
+    resolve_all(config, list(OPTIONS.values()))
     try:
+        validate_choice(config.getoption(FD_ISOLATE), f"{FD_ISOLATE} (or ini {OPTIONS[FD_ISOLATE].dest})", ISOLATE_CHOICES)
         controller = IsolationController(config)
     except UsageError as err:  # pytest prints a UsageError as one line and exits 4
         raise pytest.UsageError(str(err)) from None
@@ -97,6 +112,15 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     if hasattr(config, "workerinput"):
         return False
     return bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+
+
+def _debugger_flag(config: pytest.Config) -> str | None:
+    """``--pdb``/``--trace`` when given and isolation would otherwise be on, else None."""
+    if os.environ.get(messages.WORKER_ENV) == "1" or config.getoption(FD_ISOLATE, "marked") == "off":
+        return None
+    if config.getoption("usepdb", False):
+        return "--pdb"
+    return "--trace" if config.getoption("trace", False) else None
 
 
 def _skipped_before_setup(item: pytest.Item) -> bool:
@@ -138,6 +162,9 @@ class IsolationController:
         self.config = config
         self.in_worker = os.environ.get(messages.WORKER_ENV) == "1"
         self.mode = "off" if self.in_worker else str(config.getoption(FD_ISOLATE, "marked"))
+        self.debugger = _debugger_flag(config)
+        if self.debugger is not None:
+            self.mode = "off"
         self.timeouts: dict[str, float] = {}
         self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
         self.watchdog: Watchdog | None = None
@@ -175,7 +202,11 @@ class IsolationController:
     # --- prestart ---------------------------------------------------------------------------
     def pytest_sessionstart(self) -> None:
         """--fd-isolate=all: every collected item is isolated, so the worker can start now and
-        collect the session's own arguments while the parent collects them too."""
+        collect the session's own arguments while the parent collects them too. Under a debugger
+        flag, say once that isolation is off."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.debugger is not None and reporter is not None:
+            reporter.write_line(DEBUGGER_NOTE.format(flag=self.debugger))
         if self.prestart_allowed and self.mode == "all":
             self._prestart(paths=[messages.ALL_FILES])
 

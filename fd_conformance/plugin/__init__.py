@@ -19,6 +19,8 @@ import os
 
 import pytest
 
+from fd_conformance import __version__
+from fd_conformance.devices import framework_versions
 from fd_conformance.isolation.messages import WORKER_ENV
 from fd_conformance.plugin.collection import CASES_KEY, load_session_cases
 from fd_conformance.plugin.gpus import pin_worker_gpu
@@ -55,6 +57,13 @@ GPU_MARKER_HELP = "gpu: needs a CUDA device; skipped with a reason when none is 
 CONFORMANCE_MARKER_HELP = (
     "conformance(check): a graph-opt contract check from fd_conformance.suite; check names its matrix column"
 )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """``fd-conformance 0.1.0 (torch 2.13.0, paddle not installed)``: which kit judged the session and
+    the runtimes it could use, from package metadata (no framework is imported for a header)."""
+    runtimes = ", ".join(f"{name} {found or 'not installed'}" for name, found in framework_versions().items())
+    return f"fd-conformance {__version__} ({runtimes})"
 
 
 def pytest_configure(config: pytest.Config) -> None:

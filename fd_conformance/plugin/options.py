@@ -1,4 +1,4 @@
-"""The plugin's command-line options: names, help, defaults, and their validation.
+"""The plugin's command-line options: names, help, defaults, ini keys, and their validation.
 
 Option names are constants (pytest-timeout's style) so the code that reads an option and the
 help, errors and tests that name it cannot drift apart. Each validator turns the shared
@@ -19,6 +19,7 @@ import pytest
 
 from fd_conformance.devices import visible_gpu_count
 from fd_conformance.errors import UsageError, validate_choice, validate_directory, validate_int
+from fd_conformance.option_ini import IniOption, resolve_all
 
 FD_MODEL = "--fd-model"
 FD_RUNTIME = "--fd-runtime"
@@ -69,18 +70,38 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("fd-conformance", "graph-opt conformance suites")
-    group.addoption(FD_MODEL, action="append", default=[], metavar="SPEC", help=FD_MODEL_HELP)
-    group.addoption(FD_RUNTIME, default="auto", metavar="NAME", help=FD_RUNTIME_HELP)
-    group.addoption(FD_CYCLES, default=str(DEFAULT_CYCLES), metavar="N", help=FD_CYCLES_HELP)
-    group.addoption(FD_REPORT, default=None, metavar="DIR", help=FD_REPORT_HELP)
-    group.addoption(FD_INCLUDE_MUTANTS, action="store_true", default=False, help=FD_INCLUDE_MUTANTS_HELP)
-    group.addoption(FD_CASES_FILE, default=None, metavar="FILE", help=FD_CASES_FILE_HELP)
+#: Every option of this plugin, each settable by its ini key too (``fd_runtime = torch``): see
+#: :mod:`fd_conformance.option_ini` (the command line wins, then the ini, then the default).
+OPTIONS = {
+    FD_MODEL: IniOption(FD_MODEL, "linelist", [], FD_MODEL_HELP),
+    FD_RUNTIME: IniOption(FD_RUNTIME, "string", "auto", FD_RUNTIME_HELP),
+    FD_CYCLES: IniOption(FD_CYCLES, "string", str(DEFAULT_CYCLES), FD_CYCLES_HELP),
+    FD_REPORT: IniOption(FD_REPORT, "string", None, FD_REPORT_HELP),
+    FD_INCLUDE_MUTANTS: IniOption(FD_INCLUDE_MUTANTS, "bool", False, FD_INCLUDE_MUTANTS_HELP),
+    FD_CASES_FILE: IniOption(FD_CASES_FILE, "string", None, FD_CASES_FILE_HELP),
     # auto, as `fd-conformance run`: one session gives one answer through either route, and a CPU
     # host's session is not failed by a cuda row it could never run.
-    group.addoption(FD_DEVICE, default="auto", metavar="ROWS", help=FD_DEVICE_HELP)
-    group.addoption(FD_ALLOW_EMPTY, action="store_true", default=False, help=FD_ALLOW_EMPTY_HELP)
+    FD_DEVICE: IniOption(FD_DEVICE, "string", "auto", FD_DEVICE_HELP),
+    FD_ALLOW_EMPTY: IniOption(FD_ALLOW_EMPTY, "bool", False, FD_ALLOW_EMPTY_HELP),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fd-conformance", "graph-opt conformance suites")
+    OPTIONS[FD_MODEL].add(group, parser, action="append", metavar="SPEC")
+    OPTIONS[FD_RUNTIME].add(group, parser, metavar="NAME")
+    OPTIONS[FD_CYCLES].add(group, parser, metavar="N")
+    OPTIONS[FD_REPORT].add(group, parser, metavar="DIR")
+    OPTIONS[FD_INCLUDE_MUTANTS].add(group, parser, action="store_true")
+    OPTIONS[FD_CASES_FILE].add(group, parser, metavar="FILE")
+    OPTIONS[FD_DEVICE].add(group, parser, metavar="ROWS")
+    OPTIONS[FD_ALLOW_EMPTY].add(group, parser, action="store_true")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any part of the plugin reads an option: absent flags take their ini value."""
+    resolve_all(config, list(OPTIONS.values()))
 
 
 def raises_pytest_usage_error(validator: Callable[P, R]) -> Callable[P, R]:
