@@ -113,6 +113,14 @@ def summarise(data: dict) -> dict[str, str]:
                 hits.append(f"{combo}: {r['error'] or ' '.join(sorted(set(r['codes'])))}")
         skipped = sum(1 for r in runner["rows"] if r.get("skipped"))
         lines["runner"] = runner["error"] or ("; ".join(hits) or "clean") + (f"  [{skipped} n/a rows]" if skipped else "")
+    wrappers = data.get("wrappers")
+    if wrappers:  # the real wrappers' clear: what failed, and how many could not be built on CPU
+        failed = [f"{r['name']}({' '.join(sorted(set(r['codes'])))})" for r in wrappers["rows"] if r["verdict"] == "FAIL"]
+        unbuilt = sum(1 for r in wrappers["rows"] if r["verdict"] in ("not built", "ERROR"))
+        lines["wrappers"] = (
+            wrappers["error"]
+            or f"{len(wrappers['rows'])} wrappers; failing: {', '.join(failed) or 'none'}; {unbuilt} not built on CPU"
+        )
     return lines
 
 

@@ -338,7 +338,7 @@ def cuda_everywhere() -> Iterator[None]:
     patched = [
         m
         for n, m in list(sys.modules.items())
-        if n.startswith("fastdeploy") and real is not None and getattr(m, "current_platform", None) is real
+        if n.startswith("fastdeploy") and real is not None and vars(m).get("current_platform") is real
     ]
     cuda = CudaPlatform()
     for module in patched:
