@@ -27,6 +27,7 @@ from fd_conformance.protocol import (
     GraphOptProtocolWarning,
     ProtocolError,
     check_protocol,
+    ensure_graph_opt,
     graph_opt_model,
     install_legacy_alias,
     legacy_alias,
@@ -129,11 +130,15 @@ def test_legacy_only_class_gets_canonical_method_and_one_deprecation() -> None:
     assert codes(cls) == ["FDC002"]  # still reported: the source keeps the misspelling
 
 
-def test_supports_graph_opt_installs_alias_on_legacy_only_class_and_warns_once() -> None:
+def test_supports_graph_opt_is_pure_and_ensure_graph_opt_installs_the_alias_warning_once() -> None:
     cls = make_legacy()
     with recorded() as caught:
-        assert supports_graph_opt(cls())
-        assert supports_graph_opt(cls)
+        assert not supports_graph_opt(cls()) and not supports_graph_opt(cls)  # no canonical name yet
+    assert caught == [] and CANONICAL not in vars(cls)  # asking installed nothing and said nothing
+    with recorded() as caught:
+        assert ensure_graph_opt(cls)
+        assert ensure_graph_opt(cls)  # idempotent
+        assert supports_graph_opt(cls()) and supports_graph_opt(cls)
         model = cls()
         model.clear_graph_opt_backend()  # TypeIs promised this works
     assert model.calls == ["legacy"]
@@ -396,7 +401,7 @@ def test_wrapper_delegating_to_inner_models_legacy_name_is_a_real_body() -> None
 
 
 # --------------------------------------------------------------------------- near-miss
-def test_near_miss_names_are_fdc004_and_supports_warns_once() -> None:
+def test_near_miss_names_are_fdc004_and_ensure_warns_once() -> None:
     class Typo:
         def clear_graph_opt_backed(self) -> None: ...
 
@@ -409,8 +414,11 @@ def test_near_miss_names_are_fdc004_and_supports_warns_once() -> None:
     assert "'clear_graph_opt_backed'" in finding.message and finding.location.path == THIS_FILE
     assert f"rename clear_graph_opt_backed to {CANONICAL}" in finding.hint
     with recorded() as caught:
-        assert not supports_graph_opt(Typo())
-        assert not supports_graph_opt(Typo)
+        assert not supports_graph_opt(Typo()) and not supports_graph_opt(Typo)
+    assert caught == []  # the predicate only answers
+    with recorded() as caught:
+        assert not ensure_graph_opt(Typo)
+        assert not ensure_graph_opt(Typo)
     near = [w for w in caught if issubclass(w.category, GraphOptProtocolWarning)]
     assert len(near) == 1 and f"rename it to {CANONICAL}" in str(near[0].message)
 
@@ -499,7 +507,12 @@ def test_body_that_works_then_calls_other_spelling_is_not_a_shim() -> None:
 
 
 def test_only_exact_forwarding_bodies_are_shims() -> None:
-    from fd_conformance.protocol import _bytecode_is_shim, _Definition, _is_self_shim
+    from fd_conformance.protocol.base import Definition as _Definition
+    from fd_conformance.protocol.shims import bytecode_forward
+    from fd_conformance.protocol.shims import is_self_shim as _is_self_shim
+
+    def _bytecode_is_shim(code: Any, receiver: str, target: str) -> bool:
+        return bytecode_forward(code, receiver) == target
 
     class Shapes:
         def clear_graph_opt_backend(self) -> None: ...
@@ -615,6 +628,7 @@ def test_class_of_only_forwarding_shims_is_fdc001_like_a_missing_method(cls_name
         assert finding.location.path == str(OUTSIDE / "shim_wrappers.py") and "\n" not in finding.format()
     with recorded() as caught:
         assert not supports_graph_opt(cls) and not supports_graph_opt(model)
+        assert not ensure_graph_opt(cls) and not ensure_graph_opt(type(model))
     assert deprecations(caught) == []  # not told a rename would do
     prescriptive = [str(w.message) for w in caught if issubclass(w.category, GraphOptProtocolWarning)]
     assert len(prescriptive) == 1 and forwarder in prescriptive[0] and f"define {CANONICAL}(self)" in prescriptive[0]
@@ -640,7 +654,7 @@ def test_shim_in_front_of_an_inherited_body_that_it_cannot_reach_is_fdc001() -> 
     assert findings[0].hint == fix_hint("FDC001", cls="OrionChatForCausalLM")  # the code's one fix, naming the class
     assert findings[0].location.obj == f"OrionChatForCausalLM.{CANONICAL}"
     with recorded() as caught:
-        assert not supports_graph_opt(cls())
+        assert not supports_graph_opt(cls()) and not ensure_graph_opt(cls)
     assert len([w for w in caught if issubclass(w.category, GraphOptProtocolWarning)]) == 1
     assert deprecations(caught) == []
     # The kit's alias routes past the shim (most-derived REAL definition wins): then it conforms.
@@ -694,3 +708,42 @@ def test_resolve_clear_method_is_none_exactly_when_the_engine_call_cannot_clear(
         method()
         assert model.backbone.captured == {}, good
     assert CANONICAL not in vars(mod.TidalLegacyForCausalLM)  # no side effect: no alias was installed
+
+
+# --------------------------------------------------------------------------- the package's shape
+def test_one_check_per_protocol_code_in_the_documented_order() -> None:
+    from fd_conformance.findings import RULES
+    from fd_conformance.protocol import CHECKS
+
+    codes_in_order = [check.__name__.split("_")[1].upper() for check, _ in CHECKS]
+    assert codes_in_order == ["FDC004", "FDC006", "FDC001", "FDC003", "FDC002", "FDC005"]
+    assert sorted(codes_in_order) == sorted(code for code in RULES if code.startswith("FDC0"))
+    for check, _ in CHECKS:  # the registry names each as its code's protocol detector
+        assert f"fd_conformance.protocol.checks.{check.__name__}" in RULES[check.__name__.split("_")[1].upper()].detectors
+
+
+def test_supports_graph_opt_changes_nothing_on_any_fixture_class() -> None:
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "protocol"
+    classes = [make_legacy(), make_canonical()]
+    for path in sorted(fixtures.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"_pure_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        classes += [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+    for cls in classes:
+        before = dict(vars(cls))
+        with recorded() as caught:
+            supports_graph_opt(cls)
+            supports_graph_opt(cls())
+        assert caught == [] and dict(vars(cls)) == before, cls.__qualname__
+
+
+def test_ensure_graph_opt_warning_points_at_its_caller() -> None:
+    class Typo:
+        def clear_graph_opt_backed(self) -> None: ...
+
+    with recorded() as caught:
+        ensure_graph_opt(Typo)
+    (warning,) = [w for w in caught if issubclass(w.category, GraphOptProtocolWarning)]
+    assert warning.filename == THIS_FILE

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fd_conformance.codes.entry import Doc, Rule, Severity
 
 E, W = Severity.ERROR, Severity.WARNING
-_PROTOCOL = "fd_conformance.protocol.check_protocol"
+_CHECKS = "fd_conformance.protocol.checks"  # one check_fdc00N_* per code, run in checks.CHECKS order
 _FIXTURES = "tests/fixtures/protocol"
 
 ENTRIES = (
@@ -13,7 +13,7 @@ ENTRIES = (
         "FDC001",
         E,
         "model wrapper has no clear_graph_opt_backend() under either spelling",
-        (_PROTOCOL, "fd_conformance.lint.rules.check_fdc001_wrapper_without_clear"),
+        (f"{_CHECKS}.check_fdc001_no_reachable_clear", "fd_conformance.lint.rules.check_fdc001_wrapper_without_clear"),
         "give {cls} a `def clear_graph_opt_backend(self) -> None:` that the engine's call reaches (own or inherited; "
         "a forwarding shim in the way must forward to a name that exists, e.g. `super().clear_graph_opt_backend()`) "
         "and that destroys every graph it owns, e.g. `self.model.clear_graph_opt_backend()` for a wrapper around a "
@@ -36,7 +36,7 @@ ENTRIES = (
         "FDC002",
         W,
         "legacy spelling clear_grpah_opt_backend used",
-        (_PROTOCOL, "fd_conformance.lint.rules.check_fdc002_legacy_spelling"),
+        (f"{_CHECKS}.check_fdc002_legacy_only", "fd_conformance.lint.rules.check_fdc002_legacy_spelling"),
         "rename clear_grpah_opt_backend to clear_graph_opt_backend (`fd-conformance lint --fix` does it and keeps a "
         "`clear_grpah_opt_backend = clear_graph_opt_backend` alias for old callers)",
         ("mutant-glm4-moe-legacy-spelling", f"{_FIXTURES}/fdc002_bad.py", "tests/fixtures/lint/rules/fdc002_bad.py"),
@@ -54,7 +54,7 @@ ENTRIES = (
         "FDC003",
         E,
         "both spellings defined with different bodies",
-        (_PROTOCOL, "fd_conformance.suite.test_protocol.test_protocol"),
+        (f"{_CHECKS}.check_fdc003_split_bodies", "fd_conformance.suite.test_protocol.test_protocol"),
         "keep one body in clear_graph_opt_backend and make clear_grpah_opt_backend a shim "
         "(`clear_grpah_opt_backend = clear_graph_opt_backend`), or delete clear_grpah_opt_backend",
         (f"{_FIXTURES}/fdc003_bad.py",),
@@ -73,7 +73,7 @@ ENTRIES = (
         "FDC004",
         E,
         "near-miss misspelling of the clear method",
-        (_PROTOCOL, "fd_conformance.lint.rules.check_fdc004_near_miss"),
+        (f"{_CHECKS}.check_fdc004_near_miss", "fd_conformance.lint.rules.check_fdc004_near_miss"),
         "rename {name} to clear_graph_opt_backend (keep a {name} alias only if other code calls it)",
         (f"{_FIXTURES}/fdc004_bad.py", "tests/fixtures/lint/rules/fdc004_bad.py"),
         Doc(
@@ -90,7 +90,7 @@ ENTRIES = (
         "FDC005",
         E,
         "clear method requires arguments",
-        (_PROTOCOL,),
+        (f"{_CHECKS}.check_fdc005_requires_arguments",),
         "give {params} defaults or read them from self (e.g. self.fd_config), so `model.clear_graph_opt_backend()` works",
         (f"{_FIXTURES}/fdc005_bad.py",),
         Doc(
@@ -106,7 +106,7 @@ ENTRIES = (
         "FDC006",
         E,
         "attribute under the clear method's name is not callable",
-        (_PROTOCOL,),
+        (f"{_CHECKS}.check_fdc006_not_callable",),
         "define `def clear_graph_opt_backend(self) -> None:` and assign no other value to {spelling}; a descriptor "
         "there must bind to a callable that takes no arguments",
         (f"{_FIXTURES}/fdc006_bad.py",),
