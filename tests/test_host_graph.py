@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 
 import pytest
-import torch
-from _helpers import torch_cpu_runtime
 
-from fd_conformance.runtime.base import EventKind, RuntimeEvent, StaleGraphError
-from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, copy_tree_into, tensor_leaves
-from fd_conformance.runtime.torch import TorchRuntime
+torch = pytest.importorskip("torch")  # the whole file needs torch: skip it cleanly without
+
+from _helpers import torch_cpu_runtime  # noqa: E402
+
+from fd_conformance.runtime.base import EventKind, RuntimeEvent, StaleGraphError  # noqa: E402
+from fd_conformance.runtime.host_graph import HostGraph, HostMemoryLedger, copy_tree_into, tensor_leaves  # noqa: E402
+from fd_conformance.runtime.torch import TorchRuntime  # noqa: E402
 
 
 @pytest.fixture

@@ -9,13 +9,15 @@ import gc
 from typing import Any
 
 import pytest
-import torch
-from _helpers import torch_cpu_runtime
 
-from fd_conformance.findings import Finding
-from fd_conformance.lifecycle import LifecycleRecorder, format_event
-from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK, EventKind, Graph, StaleGraphError
-from fd_conformance.runtime.torch import TorchRuntime, create
+torch = pytest.importorskip("torch")  # the whole file needs torch: skip it cleanly without
+
+from _helpers import torch_cpu_runtime  # noqa: E402
+
+from fd_conformance.findings import Finding  # noqa: E402
+from fd_conformance.lifecycle import LifecycleRecorder, format_event  # noqa: E402
+from fd_conformance.runtime.base import CLEAR_BEGIN_MARK, CLEAR_END_MARK, EventKind, Graph, StaleGraphError  # noqa: E402
+from fd_conformance.runtime.torch import TorchRuntime, create  # noqa: E402
 
 
 class TinyModel:

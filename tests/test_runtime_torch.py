@@ -10,14 +10,16 @@ import textwrap
 from typing import Any
 
 import pytest
-import torch
-import torch.distributed as dist
-from _helpers import torch_cpu_runtime
 
-from fd_conformance.errors import UsageError
-from fd_conformance.runtime import get_runtime
-from fd_conformance.runtime.base import EventKind, RuntimeEvent, allocate_avoiding
-from fd_conformance.runtime.torch import TorchRuntime, create
+torch = pytest.importorskip("torch")  # the whole file needs torch: skip it cleanly without
+
+import torch.distributed as dist  # noqa: E402
+from _helpers import torch_cpu_runtime  # noqa: E402
+
+from fd_conformance.errors import UsageError  # noqa: E402
+from fd_conformance.runtime import get_runtime  # noqa: E402
+from fd_conformance.runtime.base import EventKind, RuntimeEvent, allocate_avoiding  # noqa: E402
+from fd_conformance.runtime.torch import TorchRuntime, create  # noqa: E402
 
 MIB = 1 << 20
 
