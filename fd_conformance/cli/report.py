@@ -1,18 +1,20 @@
 """``fd-conformance report FILE``: the matrix and verdicts rebuilt from a results JSONL.
 
 The file is what ``run`` writes into ``--out`` (or pytest ``--fd-results``); reading it belongs to
-:mod:`fd_conformance.isolation.results`, the verdicts to :mod:`fd_conformance.report`.
+:mod:`fd_conformance.isolation.results`, the verdicts to :mod:`fd_conformance.report`; printing them is this module's.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from fd_conformance.cli.run import RESULTS_NAME
-from fd_conformance.isolation.results import load_results_file
-from fd_conformance.report import report_results_file
+from fd_conformance.cli.summary import not_run_summary, verdict_line
+from fd_conformance.isolation.results import ResultsFile, load_results_file
+from fd_conformance.report import build_document, format_matrix, nothing_ran_reason, results_of_file, write_reports
 
 REPORT_HELP = (
     "rebuild the matrix and verdicts from a results JSONL (OUT/results.jsonl of `run`, or pytest --fd-results); "
@@ -40,3 +42,33 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help=REPORT_OUT_HELP)
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     parser.set_defaults(func=run_report)
+
+
+def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: bool = False) -> int:
+    """`fd-conformance report FILE`: the matrix and verdicts of a results JSONL; its exit code
+    (0 certified, 1 anything not certified, 3 incomplete, 4 nothing ran). With ``out`` it also
+    writes conformance.json and certificate.md there, as `run` would have."""
+    from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
+
+    results = results_of_file(parsed)
+    interrupted = next((s["detail"] for s in parsed.sessions if s["status"] == "interrupted"), None)
+    if parsed.torn and not interrupted:
+        interrupted = "the results file ends in a torn line: its writer was killed"
+    if out is not None:
+        document = write_reports(out, results, parsed.expect_mutants, interrupted)
+    else:
+        document = build_document(results, parsed.expect_mutants, interrupted)
+    if not quiet and results:
+        print(format_matrix(results, parsed.expect_mutants))
+        print()
+    if parsed.results and not parsed.plans:
+        print(
+            f"fd-conformance report: note: {parsed.path} has results but no plan line (an older kit wrote it): tests that never ran cannot be listed",
+            file=sys.stderr,
+        )
+    if document["run"]["not_run"] and not quiet:
+        print(f"not run: {not_run_summary(document['run']['not_run'])}")
+    if document["exit_code"] == EXIT_NOTHING_CERTIFIED:
+        print(f"fd-conformance: certified nothing: {nothing_ran_reason(results)}", file=sys.stderr)
+    print(verdict_line(document))
+    return int(document["exit_code"])

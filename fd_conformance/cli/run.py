@@ -551,6 +551,7 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
     """The partial report of an interrupted run, from results.jsonl (the only thing the killed
     child wrote reliably), marked INTERRUPTED with what did not run; exit 128+signal."""
     from fd_conformance.cli.junit import write_interrupted_junit
+    from fd_conformance.cli.summary import not_run_summary, verdict_line
     from fd_conformance.isolation.results import (
         INTERRUPTED,
         IncompleteInput,
@@ -559,7 +560,7 @@ def report_interrupted(out: Path, signum: int, quiet: bool) -> int:
         load_results_file,
         session_record,
     )
-    from fd_conformance.report import format_matrix, not_run_summary, results_of_file, verdict_line, write_reports
+    from fd_conformance.report import format_matrix, results_of_file, write_reports
 
     name = signal.Signals(signum).name
     log = ResultLog(out / RESULTS_NAME)
@@ -635,7 +636,8 @@ def report_run(
     """Print the matrix and where the reports are; the exit code from the verdicts (and from
     failures pytest reported outside the matrix). No check ran: EXIT_NOTHING_CERTIFIED with the
     reason (a CI job must not go green having certified nothing), unless ``allow_empty``."""
-    from fd_conformance.report import format_document_matrix, nothing_ran_reason, results_from_records, verdict_line
+    from fd_conformance.cli.summary import verdict_line
+    from fd_conformance.report import format_document_matrix, nothing_ran_reason, results_from_records
 
     results = results_from_records(document["results"])
     owed_left_out = document["run"].get("deselected") or document["run"]["not_run"]
