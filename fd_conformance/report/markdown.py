@@ -64,6 +64,24 @@ def format_certificate(document: Mapping[str, Any]) -> str:
     run: environment, the summary table (one row per case and device), findings grouped by code
     (each with its fix and the rows it hit), failures without a code with their reason, missed
     mutants, and a pointer to conformance.json, which keeps every detail."""
+    lines = _certificate_head(document)
+    footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
+    sections = [_summary_section(document), _findings_section(document), *_reason_sections(document)]
+    sections.append(_mutants_section(document))
+    fixed = sum(len(text) + 1 for text in lines + footer)
+    body = _fit(sections, CERTIFICATE_LIMIT - fixed - 1)
+    text = "\n".join(lines + body + footer) + "\n"
+    assert len(text) <= CERTIFICATE_LIMIT, len(text)  # _fit's budget arithmetic is the guarantee
+    return text
+
+
+#: One certificate section: heading lines, item lines (cut to fit), and the overflow line's text.
+Section = tuple[list[str], list[str], str]
+
+
+def _certificate_head(document: Mapping[str, Any]) -> list[str]:
+    """Title, an INTERRUPTED/INCOMPLETE banner, the kit and runtimes, the overall result, and the
+    host-emulation caveat: the lines that are never cut."""
     env = document["environment"]
     run = document.get("run", {"status": "finished", "reason": "", "not_run": []})
     lines = ["# fd-conformance certificate", ""]
@@ -97,15 +115,18 @@ def format_certificate(document: Mapping[str, Any]) -> str:
             "> Rows marked host-emulated ran on CPU with emulated graphs: they certify interface and ordering,",
             "> not GPU memory behaviour. Run `fd-conformance run` on a CUDA host for real graphs.",
         ]
-    footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
+    return lines
 
+
+def _summary_section(document: Mapping[str, Any]) -> Section:
+    """The table: one row per case and device, a column per check, the verdict."""
     checks = list(dict.fromkeys(k for c in document["cases"] for k in c["checks"]))
     columns = ["case", "device", "graphs", *checks, "verdict"]
-    table_head = ["", "## Summary", ""]
+    head = ["", "## Summary", ""]
     if document["cases"]:
-        table_head += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        head += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     else:
-        table_head.append("No rows: no model case was selected, so nothing was checked.")
+        head.append("No rows: no model case was selected, so nothing was checked.")
     table = []
     for c in document["cases"]:
         cells = [c["checks"].get(k, {}).get("cell", "-") for k in checks]
@@ -113,12 +134,16 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         table.append(
             _line(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |")
         )
+    return head, table, "| ... {n} more rows: see conformance.json |"
 
+
+def _findings_section(document: Mapping[str, Any]) -> Section:
+    """Findings grouped by code: the first one's message and its fix, and the rows the code hit."""
     by_code: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
     for r in document["results"]:
         for f in r["findings"]:
             by_code.setdefault(f["code"], []).append((r, f))
-    findings_items: list[str] = []
+    items: list[str] = []
     for code in sorted(by_code):
         hits = by_code[code]
         first = hits[0][1]
@@ -126,29 +151,20 @@ def format_certificate(document: Mapping[str, Any]) -> str:
         shown = ", ".join(rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
         # The message may be long (a traceback); the fix is what the reader acts on, so it is never cut.
         message = shorten(first["message"], MESSAGE_LIMIT)
-        findings_items.append(f"- **{code}** ({first['severity']}, {len(hits)}x): {message} (fix: {first['hint']})")
-        findings_items.append(_line(f"  - in {shown}"))
+        items.append(f"- **{code}** ({first['severity']}, {len(hits)}x): {message} (fix: {first['hint']})")
+        items.append(_line(f"  - in {shown}"))
+    return (["", "## Findings by code", ""] if items else [], items, "- ... {n} more lines: see conformance.json")
 
+
+def _reason_sections(document: Mapping[str, Any]) -> list[Section]:
+    """Failures without a code, skips, checks not run and checks deselected, each with its reason."""
+    run = document.get("run", {"status": "finished", "reason": "", "not_run": []})
     # One line per distinct reason: a factory that raises fails every check of its row alike.
     reasons = _grouped_reasons(r for r in document["results"] if r["outcome"] == FAILED and not r["codes"])
     skips = _grouped_reasons(r for r in document["results"] if r["outcome"] == SKIPPED)
     not_run = [_line(f"- `{nodeid}`") for nodeid in run["not_run"]]
     deselected = [_line(f"- `{nodeid}`") for nodeid in run.get("deselected", [])]
-    missed = [
-        _line(
-            f"- `{c['name']}` [{c['device']}]: expected {', '.join(c['expected_findings'])}; "
-            f"observed {', '.join(c['observed_findings']) or 'none'} -> {c['verdict']}"
-        )
-        for c in document["cases"]
-        if c["mutant"] and c["verdict"] != CAUGHT
-    ]
-    caught = sum(1 for c in document["cases"] if c["mutant"] and c["verdict"] == CAUGHT)
-    mutants_head = (
-        ["", "## Mutants", "", f"{caught} caught exactly; not caught:"] if any(c["mutant"] for c in document["cases"]) else []
-    )
-    sections = [
-        (table_head, table, "| ... {n} more rows: see conformance.json |"),
-        (["", "## Findings by code", ""] if findings_items else [], findings_items, "- ... {n} more lines: see conformance.json"),
+    return [
         (["", "## Failures without a finding code", ""] if reasons else [], reasons, "- ... {n} more: see conformance.json"),
         (["", "## Skipped, and why", ""] if skips else [], skips, "- ... {n} more: see conformance.json"),
         (["", "## Not run", ""] if not_run else [], not_run, "- ... {n} more: see conformance.json (run.not_run)"),
@@ -159,13 +175,23 @@ def format_certificate(document: Mapping[str, Any]) -> str:
             deselected,
             "- ... {n} more: see conformance.json (run.deselected)",
         ),
-        (mutants_head if mutants_head else [], missed if mutants_head else [], "- ... {n} more: see conformance.json"),
     ]
-    fixed = sum(len(text) + 1 for text in lines + footer)
-    body = _fit(sections, CERTIFICATE_LIMIT - fixed - 1)
-    text = "\n".join(lines + body + footer) + "\n"
-    assert len(text) <= CERTIFICATE_LIMIT, len(text)  # _fit's budget arithmetic is the guarantee
-    return text
+
+
+def _mutants_section(document: Mapping[str, Any]) -> Section:
+    """How many mutants were caught exactly, and each one that was not, with what it reported."""
+    missed = [
+        _line(
+            f"- `{c['name']}` [{c['device']}]: expected {', '.join(c['expected_findings'])}; "
+            f"observed {', '.join(c['observed_findings']) or 'none'} -> {c['verdict']}"
+        )
+        for c in document["cases"]
+        if c["mutant"] and c["verdict"] != CAUGHT
+    ]
+    if not any(c["mutant"] for c in document["cases"]):
+        return [], [], "- ... {n} more: see conformance.json"
+    caught = sum(1 for c in document["cases"] if c["mutant"] and c["verdict"] == CAUGHT)
+    return ["", "## Mutants", "", f"{caught} caught exactly; not caught:"], missed, "- ... {n} more: see conformance.json"
 
 
 def _grouped_reasons(results: Iterable[Mapping[str, Any]]) -> list[str]:
