@@ -44,6 +44,7 @@ from fd_conformance.runtime.base import (
     Runtime,
     StaleGraphError,
 )
+from fd_conformance.runtime.referents import function_state
 
 __all__ = [
     "HOST_EMULATED",
@@ -126,14 +127,9 @@ def _held_by(obj: Any, root: Any) -> Iterable[Any]:
     attributes; its module globals only for the captured callable itself (a global arena it
     writes into), never for every function met on the way (everything is reachable from those)."""
     if isinstance(obj, types.FunctionType):
-        held: list[Any] = [obj.__defaults__, obj.__kwdefaults__, obj.__dict__]
+        held = function_state(obj)
         if any(obj is start for start in (root, getattr(root, "__func__", None))):
             held.append(obj.__globals__)
-        for cell in obj.__closure__ or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # a cell not filled yet
-                continue
         return held
     return gc.get_referents(obj)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, EventBus, Graph, Group, MemoryStats, Runtime
+from fd_conformance.runtime.referents import function_state
 from fd_conformance.verdict import CheckVerdict
 
 if TYPE_CHECKING:
@@ -78,13 +79,7 @@ def _referents(obj: Any) -> list[Any]:
     function (a per-call class such as make_graphed_callables' ``Graphed``). Never a function's
     globals or a module-level class: everything is reachable through those."""
     if isinstance(obj, types.FunctionType):
-        held: list[Any] = [obj.__defaults__, obj.__kwdefaults__, obj.__dict__]
-        for cell in obj.__closure__ or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # a cell not filled yet
-                continue
-        return held
+        return function_state(obj)
     if isinstance(obj, (types.MethodType, types.BuiltinMethodType)):
         return [obj.__self__]
     if isinstance(obj, type):
