@@ -58,6 +58,13 @@ def mutant_glm4_moe_legacy_spelling(runtime: Runtime) -> Any:
     return glm4_moe_subject(runtime, wrapper_cls=Glm4MoeLegacySpelling)
 
 
+def mutant_glm4_moe_split_spellings(runtime: Runtime) -> Any:
+    from fd_reference_models.mutants import Glm4MoeSplitSpellings
+    from fd_reference_models.torch_models.subject import glm4_moe_subject
+
+    return glm4_moe_subject(runtime, wrapper_cls=Glm4MoeSplitSpellings)
+
+
 def _mtp_with_runner(runtime: Runtime, runner_name: str, **flags: bool) -> Any:
     from fd_reference_models import runner_mutants
     from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject
@@ -180,6 +187,13 @@ def torch_cases() -> list[ModelCase]:
             moe,
             ("FDC002",),
             "legacy clear_grpah_opt_backend only",
+        ),
+        case(
+            "mutant-glm4-moe-split-spellings",
+            mutant_glm4_moe_split_spellings,
+            moe,
+            ("FDC003",),
+            "both spellings, different bodies",
         ),
         case("mutant-draft-cleared-after-release", mutant_draft_cleared_after_release, draft, ("FDC201",), "MTP hang order"),
         case(

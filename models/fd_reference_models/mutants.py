@@ -31,6 +31,18 @@ class Glm4MoeLegacySpelling(Glm4MoeCausalLMBody):
         self.model.clear_graph_opt_backend()
 
 
+class Glm4MoeSplitSpellings(Glm4MoeCausalLMBody):
+    """FDC003: a half-done rename kept both spellings with bodies of their own. The new name clears
+    the graphs; the old one, which callers on older branches still use, was left clearing nothing,
+    so whoever calls it skips the clearing the other does."""
+
+    def clear_graph_opt_backend(self) -> None:
+        self.model.clear_graph_opt_backend()
+
+    def clear_grpah_opt_backend(self) -> None:
+        self.model.graph_opt_config.use_cudagraph = self.model.graph_opt_config.use_cudagraph  # defect: no clear
+
+
 # Runner mutants (framework-free) live in fd_reference_models.runner_mutants.
 
 
