@@ -22,100 +22,174 @@ finding, never invent one. Calls into other functions are not followed.
 from __future__ import annotations
 
 import ast
+import enum
 import fnmatch
 from collections.abc import Iterable, Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import TypeAlias, cast
 
-# Formulas: TRUE, FALSE, ("v", key), ("not", f), ("and", f, ...), ("or", f, ...): plain tuples,
-# built by the smart constructors below, which fold constants (that folding is what keeps the
-# formulas of real functions at a handful of atoms).
-TRUE: tuple = ("T",)
-FALSE: tuple = ("F",)
-MAIN: tuple = ("v", "<main flag>")
-#: Work limit of one satisfiability question; past it the answer is "satisfiable" (no finding).
+
+# Formulas are small frozen records, compared by value (never by identity), built by the smart
+# constructors ``f_not``/``f_and``/``f_or``, which fold constants and flatten nested nodes: that
+# folding is what keeps the formulas of real functions at a handful of atoms.
+@dataclass(frozen=True, slots=True)
+class Const:
+    """``True`` or ``False``."""
+
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """An atom: the main flag, or an opaque condition keyed by its AST dump."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    arg: Formula
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    """Conjunction of two or more parts (the constructors never build fewer)."""
+
+    parts: tuple[Formula, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    """Disjunction of two or more parts (the constructors never build fewer)."""
+
+    parts: tuple[Formula, ...]
+
+
+Formula: TypeAlias = Const | Var | Not | And | Or
+
+TRUE = Const(True)
+FALSE = Const(False)
+MAIN = Var("<main flag>")
+#: Work limit of one satisfiability question; past it the answer is ``Sat.UNKNOWN``, which FDC102
+#: reports as "too complex to decide" rather than guessing either way.
 SAT_BUDGET = 20000
-#: Formulas larger than this (pathological merges) are replaced by an unknown: no finding.
+#: Formulas larger than this (pathological merges) are replaced by a fresh opaque atom, which can
+#: only hide a finding, never invent one.
 MAX_SIZE = 400
 
-Formula = tuple
+
+class Sat(enum.Enum):
+    """The answer to "can this formula be true?": three-valued, since the search is budgeted."""
+
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+    def __bool__(self) -> bool:
+        # ``if satisfiable(f):`` would silently treat UNKNOWN as YES: the bug this type exists to stop.
+        raise TypeError("Sat is three-valued: compare with Sat.YES / Sat.NO / Sat.UNKNOWN")
 
 
 def f_not(a: Formula) -> Formula:
-    if a is TRUE:
-        return FALSE
-    if a is FALSE:
-        return TRUE
-    if a[0] == "not":
-        return a[1]
-    return ("not", a)
+    if isinstance(a, Const):
+        return Const(not a.value)
+    if isinstance(a, Not):
+        return a.arg
+    return Not(a)
 
 
-def _fold(op: str, absorbing: Formula, identity: Formula, parts: tuple[Formula, ...]) -> Formula:
-    """One n-ary ``op`` node with constants folded and nested ``op`` nodes flattened."""
+def _fold(node: type[And] | type[Or], absorbing: Const, parts: tuple[Formula, ...]) -> Formula:
+    """One n-ary ``node`` with constants folded and nested nodes of the same kind flattened."""
     out: list[Formula] = []
     for p in parts:
-        if p is absorbing:
-            return absorbing
-        if p is identity:
-            continue
-        if p[0] == op:
-            out.extend(p[1:])
+        if isinstance(p, Const):
+            if p == absorbing:
+                return absorbing
+            continue  # the identity element
+        if isinstance(p, node):
+            out.extend(p.parts)
         else:
             out.append(p)
     if not out:
-        return identity
-    return out[0] if len(out) == 1 else (op, *out)
+        return Const(not absorbing.value)
+    return out[0] if len(out) == 1 else node(tuple(out))
 
 
 def f_and(*parts: Formula) -> Formula:
-    return _fold("and", FALSE, TRUE, parts)
+    return _fold(And, FALSE, parts)
 
 
 def f_or(*parts: Formula) -> Formula:
-    return _fold("or", TRUE, FALSE, parts)
+    return _fold(Or, TRUE, parts)
 
 
 def _size(f: Formula) -> int:
-    return 1 if f[0] in ("T", "F", "v") else 1 + sum(_size(g) for g in f[1:])
+    if isinstance(f, Not):
+        return 1 + _size(f.arg)
+    if isinstance(f, (And, Or)):
+        return 1 + sum(_size(g) for g in f.parts)
+    return 1
 
 
-def _atoms(f: Formula, into: dict[Formula, None]) -> None:
-    if f[0] == "v":
+def _atoms(f: Formula, into: dict[Var, None]) -> None:
+    if isinstance(f, Var):
         into[f] = None
-    elif f[0] in ("not", "and", "or"):
-        for g in f[1:]:
+    elif isinstance(f, Not):
+        _atoms(f.arg, into)
+    elif isinstance(f, (And, Or)):
+        for g in f.parts:
             _atoms(g, into)
 
 
-def _assign(f: Formula, atom: Formula, value: bool) -> Formula:
-    kind = f[0]
-    if kind == "v":
-        return (TRUE if value else FALSE) if f == atom else f
-    if kind == "not":
-        return f_not(_assign(f[1], atom, value))
-    if kind == "and":
-        return f_and(*(_assign(g, atom, value) for g in f[1:]))
-    if kind == "or":
-        return f_or(*(_assign(g, atom, value) for g in f[1:]))
+def _assign(f: Formula, atom: Var, value: bool) -> Formula:
+    if isinstance(f, Var):
+        return Const(value) if f == atom else f
+    if isinstance(f, Not):
+        return f_not(_assign(f.arg, atom, value))
+    if isinstance(f, And):
+        return f_and(*(_assign(g, atom, value) for g in f.parts))
+    if isinstance(f, Or):
+        return f_or(*(_assign(g, atom, value) for g in f.parts))
     return f
 
 
-def satisfiable(f: Formula) -> bool:
-    """Can ``f`` be true? Splitting on atoms with constant folding; over budget -> True."""
-    budget = [SAT_BUDGET]
+def _closed_value(f: Formula) -> bool:
+    """The value of a formula without atoms."""
+    if isinstance(f, Const):
+        return f.value
+    if isinstance(f, Not):
+        return not _closed_value(f.arg)
+    if isinstance(f, And):
+        return all(_closed_value(g) for g in f.parts)
+    if isinstance(f, Or):
+        return any(_closed_value(g) for g in f.parts)
+    raise ValueError(f"{f} has an atom")
 
-    def go(g: Formula) -> bool:
-        if g is TRUE:
-            return True
-        if g is FALSE:
-            return False
-        budget[0] -= 1
-        if budget[0] <= 0:
-            return True
-        found: dict[Formula, None] = {}
+
+def satisfiable(f: Formula, budget: int = SAT_BUDGET) -> Sat:
+    """Can ``f`` be true? Splitting on atoms with constant folding, at most ``budget`` splits;
+    past them ``Sat.UNKNOWN`` (the caller must say so, not guess)."""
+    left = budget
+
+    def go(g: Formula) -> Sat:
+        nonlocal left
+        if isinstance(g, Const):
+            return Sat.YES if g.value else Sat.NO
+        left -= 1
+        if left <= 0:
+            return Sat.UNKNOWN
+        found: dict[Var, None] = {}
         _atoms(g, found)
+        if not found:  # constants only, in a record built by hand rather than by the constructors
+            return Sat.YES if _closed_value(g) else Sat.NO
         atom = next(iter(found))
-        return go(_assign(g, atom, True)) or go(_assign(g, atom, False))
+        first = go(_assign(g, atom, True))
+        if first is Sat.YES:
+            return first
+        second = go(_assign(g, atom, False))
+        if second is Sat.YES:
+            return second
+        return Sat.UNKNOWN if Sat.UNKNOWN in (first, second) else Sat.NO
 
     return go(f)
 
@@ -177,7 +251,7 @@ class _Conditions:
         name = _tail(node)
         if name is not None and self._is_main(name):
             return MAIN
-        return ("v", ast.dump(node))
+        return Var(ast.dump(node))
 
     def note_assignment(self, stmt: ast.stmt) -> None:
         """``use_graphs = cfg.use_cudagraph`` makes ``use_graphs`` a main-flag alias; any other
@@ -204,9 +278,11 @@ class _Conditions:
 
 
 def _mentions_main(f: Formula) -> bool:
-    if f == MAIN:
-        return True
-    return f[0] in ("not", "and", "or") and any(_mentions_main(g) for g in f[1:])
+    if isinstance(f, Not):
+        return _mentions_main(f.arg)
+    if isinstance(f, (And, Or)):
+        return any(_mentions_main(g) for g in f.parts)
+    return f == MAIN
 
 
 def _bool_comparison(node: ast.Compare) -> bool | None:
@@ -242,12 +318,12 @@ class _Paths:
         if _size(f) <= MAX_SIZE:
             return f
         self._fresh += 1
-        return ("v", f"<unknown {self._fresh}>")
+        return Var(f"<unknown {self._fresh}>")
 
     # -- statements
     def block(self, stmts: Sequence[ast.stmt], pc: Formula) -> Formula:
         for stmt in stmts:
-            if pc is FALSE or stmt.lineno > self.last:
+            if pc == FALSE or stmt.lineno > self.last:
                 break  # unreachable, or past every target: nothing more to learn
             pc = self.stmt(stmt, pc)
         return pc
@@ -258,7 +334,7 @@ class _Paths:
             c = self.cond.formula(node.test)
             then_in, else_in = f_and(pc, c), f_and(pc, f_not(c))
             then_out, else_out = self.block(node.body, then_in), self.block(node.orelse, else_in)
-            if then_out is then_in and else_out is else_in:
+            if then_out == then_in and else_out == else_in:
                 return pc  # neither branch exits early: the if does not constrain what follows
             return self._cap(f_or(then_out, else_out))
         if isinstance(node, (ast.Return, ast.Raise)):
@@ -289,14 +365,14 @@ class _Paths:
             body_out = self.block(tried.body, pc)
             outs = [self.block(tried.orelse, body_out)]
             outs.extend(self.block(h.body, pc) for h in tried.handlers)
-            if tried.finalbody and self.block(tried.finalbody, pc) is FALSE:
+            if tried.finalbody and self.block(tried.finalbody, pc) == FALSE:
                 return FALSE
             return self._cap(f_or(*outs))
         if isinstance(node, ast.Match):
             self.expr(node.subject, pc)
             for case in node.cases:
                 self._fresh += 1
-                self.block(case.body, f_and(pc, ("v", f"<case {self._fresh}>")))
+                self.block(case.body, f_and(pc, Var(f"<case {self._fresh}>")))
             return pc
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return pc  # its own scope (its calls are judged with its own function)
@@ -342,22 +418,29 @@ def path_conditions(
 
 def main_flag_dependence(
     body: Sequence[ast.stmt], targets: Sequence[ast.Call], main_flags: Sequence[str], draft_flags: Sequence[str]
-) -> tuple[list[tuple[ast.Call, bool]], str | None]:
+) -> tuple[list[tuple[ast.Call, bool | None]], str | None]:
     """The draft clears whose reachability depends on the main flag, with the flag value they need
-    (True: reached only with the main flag on), and the flag's name as spelt. A clear is not
-    reported when another draft clear of the same function is reachable with the main flag at the
-    other value (an ``else`` that also clears the draft, or an unguarded second clear)."""
+    (True: reached only with the main flag on; None: undecided, the solver ran out of budget), and
+    the flag's name as spelt. A clear is not reported when another draft clear of the same function
+    is reachable with the main flag at the other value (an ``else`` that also clears the draft, or an
+    unguarded second clear); an undecided one is reported unless decided clears already cover both
+    values, so that a budget never turns into a silent "fine"."""
     found, flag = path_conditions(body, targets, main_flags, draft_flags)
-    reach_on = reach_off = False
-    needs: list[tuple[ast.Call, bool]] = []
+    answers: list[tuple[ast.Call, Sat, Sat]] = []
     for call in targets:
         pc = found.get(id(call))
-        if pc is None:
-            continue
-        on = satisfiable(f_and(pc, MAIN))
-        off = satisfiable(f_and(pc, f_not(MAIN)))
-        reach_on |= on
-        reach_off |= off
-        if on != off:
-            needs.append((call, on))
-    return [(call, on) for call, on in needs if not (reach_off if on else reach_on)], flag
+        if pc is not None:
+            answers.append((call, satisfiable(f_and(pc, MAIN)), satisfiable(f_and(pc, f_not(MAIN)))))
+    # An undecided answer may cover the other value (as the budget's old "satisfiable" did) when
+    # suppressing a decided finding; proof of coverage needs decided answers.
+    maybe_on = any(on is not Sat.NO for _, on, _ in answers)
+    maybe_off = any(off is not Sat.NO for _, _, off in answers)
+    known_both = any(on is Sat.YES for _, on, _ in answers) and any(off is Sat.YES for _, _, off in answers)
+    out: list[tuple[ast.Call, bool | None]] = []
+    for call, on, off in answers:
+        if Sat.UNKNOWN in (on, off):
+            if not known_both:
+                out.append((call, None))
+        elif on is not off and not (maybe_off if on is Sat.YES else maybe_on):
+            out.append((call, on is Sat.YES))
+    return out, flag

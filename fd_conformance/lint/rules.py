@@ -15,7 +15,7 @@ from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.lint.config import LintConfig
 from fd_conformance.lint.facts import Branches, Call, ClassInfo, FileScan
 from fd_conformance.lint.files import matches
-from fd_conformance.lint.guard import main_flag_dependence
+from fd_conformance.lint.guard import SAT_BUDGET, main_flag_dependence
 from fd_conformance.spelling import CANONICAL, LEGACY, near_miss
 
 #: (line, ast column offset, object) -> the reported location; columns are converted lazily,
@@ -151,7 +151,8 @@ def check_fdc102_draft_clear_under_main_flag(
     locate: Locate,
 ) -> Iterator[Finding]:
     """Draft clears that run only with the main flag on (or only with it off), when no other
-    draft clear of the function covers the other value (see :mod:`.guard`)."""
+    draft clear of the function covers the other value (see :mod:`.guard`); a guard the solver
+    cannot decide within its budget is reported as such, never silently passed."""
     drafts = [c for c in calls if c.receiver is not None and _is_draft(c.receiver, cls, config)]
     if not drafts:
         return
@@ -161,7 +162,13 @@ def check_fdc102_draft_clear_under_main_flag(
     for node, needs_on in dependent:
         call = by_node[id(node)]
         shown = _call_as_written(node, call.helper)
-        if needs_on:
+        if needs_on is None:
+            message = (
+                f"could not decide whether draft graphs ({shown}) are cleared with the main model's flag "
+                f"{flag or '(none tested)'} both on and off: the guard is too complex for the solver "
+                f"(over {SAT_BUDGET} steps); simplify the condition or check it by hand"
+            )
+        elif needs_on:
             message = (
                 f"draft graphs ({shown}) are cleared only when the main model's flag {flag} is on; "
                 "with it off and the draft's graphs on they leak"
