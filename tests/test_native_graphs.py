@@ -256,6 +256,94 @@ def test_a_graph_held_only_by_a_reference_cycle_is_collected_before_a_release_is
     assert not any(g.alive for g in observer.graphs())
 
 
+# --- collectives: the groups a graph captured ---------------------------------------------------
+
+
+@pytest.fixture
+def world() -> Iterator[Any]:
+    """A real one-rank gloo world (the default group), torn down after the test."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        pytest.skip("this torch build has no torch.distributed")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield dist
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class Sharded(torch.nn.Module):
+    """A row-parallel layer: its output is summed over the tensor-parallel group."""
+
+    def __init__(self, group: Any) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.group = group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist
+
+        out = self.proj(x)
+        dist.all_reduce(out, group=self.group)
+        return out
+
+
+def test_a_capture_records_the_groups_of_its_collectives(
+    world: Any, observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    tp = world.new_group([0])
+    capture(Sharded(tp), torch.randn(2, 4))  # group given
+    capture(Sharded(None), torch.randn(2, 4))  # group=None: the default group
+    Sharded(tp)(torch.randn(2, 4))  # outside a capture: nothing recorded
+    first, second = [e for e in events if e.kind is EventKind.GRAPH_CAPTURED]
+    assert first.groups == (id(tp),)
+    assert second.groups == (id(world.distributed_c10d._get_default_group()),)
+    world.destroy_process_group(tp)
+
+
+def test_a_group_destroyed_under_a_live_graph_is_fdc202_after_reset_it_is_clean(
+    world: Any, observer: TorchGraphObserver, rt: TorchRuntime
+) -> None:
+    for order, expected in (("destroy first", ["FDC202"]), ("reset first", [])):
+        tp = world.new_group([0])
+        layer = Sharded(tp)  # kept alive: a collected module would read as its weights released
+        with LifecycleRecorder(rt) as recorder:
+            graph, _ = capture(layer, torch.randn(2, 4))
+            if order == "reset first":
+                graph.reset()
+            world.destroy_process_group(tp)
+            graph.reset()
+        assert codes(recorder) == expected, order
+        shutdown = [e for e in recorder.events if e.kind is EventKind.GROUP_SHUTDOWN]
+        assert [e.subject_id for e in shutdown] == [id(tp)], order
+
+
+def test_destroying_every_group_shuts_down_each_group_a_capture_used(
+    world: Any, observer: TorchGraphObserver, rt: TorchRuntime
+) -> None:
+    tp = world.new_group([0])
+    layer = Sharded(tp)
+    with LifecycleRecorder(rt) as recorder:
+        graph, _ = capture(layer, torch.randn(2, 4))
+        world.destroy_process_group()  # group=None: the default group and every subgroup
+    assert codes(recorder) == ["FDC202"]
+    shutdown = {e.subject_id for e in recorder.events if e.kind is EventKind.GROUP_SHUTDOWN}
+    assert id(tp) in shutdown and len(shutdown) == 2
+    graph.reset()
+
+
+def test_the_collective_functions_are_put_back_on_close(world: Any, rt: TorchRuntime) -> None:
+    from fd_conformance.runtime.torch_collectives import CAPTURABLE, DESTROY
+
+    before = {name: getattr(world, name) for name in (*CAPTURABLE, DESTROY) if hasattr(world, name)}
+    with rt.observe_native_graphs():
+        assert world.all_reduce is not before["all_reduce"]
+        assert world.distributed_c10d.all_reduce is world.all_reduce  # one wrapper for both modules
+    assert {name: getattr(world, name) for name in before} == before
+
+
 # --- ownership: which model holds a native graph ---------------------------------------------------
 
 
@@ -389,7 +477,13 @@ def assert_judged_right(out: Path, proc: subprocess.CompletedProcess[str], names
 
 
 # Enough to prove the suites read native events unchanged on CPU; the gpu test runs every case.
-CPU_SAMPLE = ["quill-graphed-callables", "quill-bucket-frees-before-drop", "quill-graphed-assign-reload"]
+CPU_SAMPLE = [
+    "quill-graphed-callables",
+    "quill-bucket-frees-before-drop",
+    "quill-graphed-assign-reload",
+    "quill-sharded-tp",  # a real gloo group: the all-reduce seen inside the capture
+    "quill-sharded-closes-group-first",  # FDC202 from destroy_process_group alone
+]
 
 
 def test_the_suites_judge_native_cases_through_the_double(tmp_path: Path) -> None:

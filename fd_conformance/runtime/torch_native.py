@@ -24,7 +24,11 @@ What it cannot see: a release and restore that both happen between two observati
 address it compares may even be the same one); tensors a capture reads that are not parameters or
 buffers of a module called through ``module(...)`` while capturing (functional code over raw
 tensors, a top-level ``model.forward(...)`` call's own direct parameters; ``torch.compile``'s
-graphs are seen, but compiled code calls no module, so not what they captured); collectives.
+graphs are seen, but compiled code calls no module, so not what they captured); collectives
+outside ``torch.distributed``'s functions (see :mod:`fd_conformance.runtime.torch_collectives`).
+* collectives: the process groups of the ``torch.distributed`` collectives called while a capture
+  is open are the groups the graph captured; ``destroy_process_group`` shuts them down (FDC202 when
+  a graph that captured one is still alive).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 import torch
 
 from fd_conformance.errors import UsageError
+from fd_conformance.runtime import torch_collectives
 from fd_conformance.runtime.base import (
     OBSERVED_GRAPH_TYPES,
     BufferRef,
@@ -119,6 +124,7 @@ class _Observed:
     slots: tuple[_Slot, ...] = ()
     modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
     tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
+    groups: set[int] = field(default_factory=set)  # id() of the process groups its collectives ran on
     finalizer: weakref.finalize | None = None
 
 
@@ -185,6 +191,10 @@ class TorchGraphObserver(GraphObserver):
         self._closed = False
         self._collecting = False
         self._names_fresh = False
+        self._groups: dict[int, Any] = {}  # every group a capture used, by id (destroy(None) ends them all)
+        self._collectives = torch_collectives.CollectiveHooks(
+            self._collective_ran, self._groups_destroyed, lambda: bool(self._capturing), lambda: list(self._groups.values())
+        )
         self._install()
 
     # --- GraphObserver ---------------------------------------------------------------------
@@ -213,6 +223,8 @@ class TorchGraphObserver(GraphObserver):
             else:
                 setattr(self.graph_class, name, original)
         self._remove_hook()
+        self._collectives.close()
+        self._groups.clear()  # the observer must keep no group alive past its check
         for record in self._records.values():
             if record.finalizer is not None:
                 record.finalizer.detach()
@@ -250,6 +262,7 @@ class TorchGraphObserver(GraphObserver):
             original = getattr(cls, name)
             self._saved[name] = cls.__dict__.get(name)  # None: inherited, so delete ours on close
             setattr(cls, name, wrap(original))
+        self._collectives.install()
         OBSERVED_GRAPH_TYPES.append(cls)
         _ACTIVE.append(self)
 
@@ -310,7 +323,7 @@ class TorchGraphObserver(GraphObserver):
         if self._closed:
             return
         record = self._record(graph)
-        record.modules, record.tokens = {}, None
+        record.modules, record.tokens, record.groups = {}, None, set()
         self._capturing.append(record)
         self._watch_module_calls()
         # No scan here: capture_end scans before it emits, and nothing is emitted in between.
@@ -352,7 +365,12 @@ class TorchGraphObserver(GraphObserver):
         size = f"@{record.tokens}" if record.tokens is not None else ""
         proxy.label = f"{first}{size}#{proxy.label.rpartition('#')[2]}"
         self.runtime.events.emit(
-            EventKind.GRAPH_CAPTURED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(s.ref for s in record.slots)
+            EventKind.GRAPH_CAPTURED,
+            proxy.label,
+            id(graph),
+            owner=proxy.owner,
+            buffers=tuple(s.ref for s in record.slots),
+            groups=tuple(sorted(record.groups)),
         )
 
     def _replayed(self, graph: Any) -> None:
@@ -378,6 +396,22 @@ class TorchGraphObserver(GraphObserver):
         record.slots = ()
         proxy = record.proxy
         self.runtime.events.emit(EventKind.GRAPH_DESTROYED, proxy.label, graph_id, owner=proxy.owner)
+
+    def _collective_ran(self, group: Any) -> None:
+        """A collective on ``group`` was called while capturing: every open capture captured it."""
+        self._groups[id(group)] = group
+        for record in self._capturing:
+            record.groups.add(id(group))
+
+    def _groups_destroyed(self, groups: list[Any]) -> None:
+        """``destroy_process_group`` is about to run: GROUP_SHUTDOWN first (the destroy may hang),
+        after a scan, so a weight released before it reads as such."""
+        if self._closed:
+            return
+        self._scan()
+        for group in groups:
+            self.runtime.events.emit(EventKind.GROUP_SHUTDOWN, torch_collectives.group_name(group), id(group))
+            self._groups.pop(id(group), None)
 
     def _watch_module_calls(self) -> None:
         """While a capture is open, record every module called as ``module(...)``: a global
