@@ -34,7 +34,8 @@ def wants_bar(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
 def outcome_word(record: dict[str, Any]) -> str:
     if record["outcome"] == "skipped" and record.get("expected") and record.get("findings"):
         return "CAUGHT"  # the plugin turns a caught mutant's failure into a skip carrying its codes
-    return OUTCOME_WORDS.get(record["outcome"], record["outcome"].upper())
+    outcome: str = record["outcome"]
+    return OUTCOME_WORDS.get(outcome, outcome.upper())
 
 
 def format_line(record: dict[str, Any], done: int, total: int | None) -> str:

@@ -66,7 +66,7 @@ class GraphEntry:
 class GraphOptBackend:
     """Per-size capture/replay dispatch for one decorated inner model."""
 
-    model: Any  # a GraphOptimizable
+    model: Any  # a GraphOptimizable, plus the make_graph_fn the decorator installs
     eager_forward: Callable[..., Any]  # the undecorated forward, bound to ``model``
     entries: dict[int, GraphEntry] = field(default_factory=dict)
 
@@ -75,11 +75,13 @@ class GraphOptBackend:
 
     @property
     def config(self) -> GraphOptConfig:
-        return self.model.graph_opt_config
+        config: GraphOptConfig = self.model.graph_opt_config
+        return config
 
     @property
     def runtime(self) -> Runtime:
-        return self.model.runtime
+        runtime: Runtime = self.model.runtime
+        return runtime
 
     def rebuild_entries(self) -> None:
         """Empty entries for every capture size: warm-ups run again before the next capture."""

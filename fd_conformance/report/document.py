@@ -122,7 +122,8 @@ def build_document(
 
 
 def load_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
 
 
 def format_matrix(results: Sequence[CheckResult], expect_mutants: bool = False) -> str:

@@ -480,7 +480,7 @@ class RecordedGraph(Graph):
         self._alive = False
         self._buffers: tuple[tuple[str, Any], ...] = ()
         self._groups: tuple[Group, ...] = ()
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., RecordedGraph] | None = None
 
     # --- framework-specific parts ---------------------------------------------------
     @abc.abstractmethod

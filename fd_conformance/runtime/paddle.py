@@ -29,6 +29,7 @@ import socket
 import sys
 import warnings
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from fd_conformance.errors import UsageError
@@ -46,6 +47,12 @@ from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
 
 def _nbytes(tensor: Any) -> int:
     return int(tensor.numel()) * int(tensor.element_size())
+
+
+def paddle_version(paddle: ModuleType) -> str:
+    """``paddle.__version__``, read by name: paddle imports it from ``paddle.version`` without listing
+    it in ``__all__``, so a strict type checker does not count it as paddle's attribute."""
+    return str(getattr(paddle, "__version__", "unknown"))
 
 
 def _nested_shape(value: Any) -> tuple[int, ...]:
@@ -105,7 +112,9 @@ def ensure_async_allocator_flag() -> bool:
     if _flag_is_true(str(paddle.get_flags([ASYNC_ALLOCATOR_FLAG]).get(ASYNC_ALLOCATOR_FLAG))):
         return True
     too_late = (
-        paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0 and (paddle.device.cuda.memory_reserved() > 0)
+        paddle.device.is_compiled_with_cuda()
+        and paddle.device.cuda.device_count() > 0
+        and (paddle.device.cuda.memory_reserved() > 0)
     )
     paddle.set_flags({ASYNC_ALLOCATOR_FLAG: True})
     os.environ[ASYNC_ALLOCATOR_FLAG] = "true"
@@ -230,7 +239,7 @@ class PaddleRuntime(Runtime):
         super().__init__(device)
         self._paddle = paddle
         self._pool_ids: dict[str, Any] = {}  # owner -> CUDA graph memory pool id
-        paddle.set_device("gpu:0" if device == "cuda" else "cpu")
+        paddle.device.set_device("gpu:0" if device == "cuda" else "cpu")
         paddle.disable_static()
         self.host = HostEmulation(
             HostTensorOps(
@@ -246,7 +255,7 @@ class PaddleRuntime(Runtime):
     # --- framework / device -------------------------------------------------------
     @property
     def version(self) -> str:
-        return str(self._paddle.__version__)
+        return paddle_version(self._paddle)
 
     def device_count(self) -> int:
         if self.device != "cuda":
@@ -350,7 +359,7 @@ class PaddleRuntime(Runtime):
 
 
 def _cuda_available(paddle: Any) -> bool:
-    return bool(paddle.is_compiled_with_cuda()) and int(paddle.device.cuda.device_count()) > 0
+    return bool(paddle.device.is_compiled_with_cuda()) and int(paddle.device.cuda.device_count()) > 0
 
 
 def create(device: str = "auto") -> PaddleRuntime:
@@ -365,9 +374,9 @@ def create(device: str = "auto") -> PaddleRuntime:
     if device == "auto":
         device = "cuda" if _cuda_available(paddle) else "cpu"
     elif device == "cuda" and not _cuda_available(paddle):
-        build = "CUDA build" if paddle.is_compiled_with_cuda() else "CPU-only build"
+        build = "CUDA build" if paddle.device.is_compiled_with_cuda() else "CPU-only build"
         raise UsageError(
-            f"device 'cuda' requested but paddle {paddle.__version__} ({build}) sees no GPU",
+            f"device 'cuda' requested but paddle {paddle_version(paddle)} ({build}) sees no GPU",
             "install paddlepaddle-gpu on a CUDA host, or use --fd-device cpu",
         )
     return PaddleRuntime(device)

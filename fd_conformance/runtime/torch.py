@@ -179,7 +179,7 @@ class TorchRuntime(Runtime):
 
     def is_released(self, tensor: Any) -> bool:
         # Released the RL way: storage resized to 0 bytes while the tensor keeps its shape.
-        return tensor.numel() > 0 and tensor.untyped_storage().nbytes() == 0
+        return bool(tensor.numel() > 0 and tensor.untyped_storage().nbytes() == 0)
 
     def to_numpy(self, tensor: Any) -> Any:
         value = tensor.detach()

@@ -125,7 +125,7 @@ class _Observed:
     modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
     tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
     groups: set[int] = field(default_factory=set)  # id() of the process groups its collectives ran on
-    finalizer: weakref.finalize | None = None
+    finalizer: weakref.finalize[..., Any] | None = None
 
 
 class NativeGraph(Graph):

@@ -23,7 +23,8 @@ def resolve(target: str) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{target} is not callable")
-    return obj
+    function: Callable[..., Any] = obj
+    return function
 
 
 def run_call(target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
