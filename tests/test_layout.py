@@ -1,118 +1,109 @@
 """The package layout is architecture: these tests keep it from rotting back.
 
-Import edges are read from the source (module level and inside functions, ``TYPE_CHECKING``
-blocks left out), so a circle closed by a function-level import counts as a circle too.
+The layering, the absence of import circles, where torch, paddle and argparse may be imported:
+those are import-linter contracts in pyproject.toml ``[tool.importlinter]``, checked here by the
+real ``lint-imports``, and proven able to fail on a copy of the kit with one violation per contract.
+What import-linter cannot say (an import at module level versus inside a function) is checked here.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sysconfig
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "fd_conformance"
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "fd_conformance"
+FRAMEWORKS = ("torch", "paddle")
+
+# One violation per contract, each written into a copy of the kit: (contract name, module, source).
+VIOLATIONS = (
+    ("The kit's rooms are layered", "runtime/_reads_up.py", "import fd_conformance.spelling\n"),
+    ("No import circle", "lint/_circle_a.py", "from fd_conformance.lint import _circle_b\n"),
+    ("No import circle", "lint/_circle_b.py", "from fd_conformance.lint import _circle_a\n"),
+    ("torch and paddle are imported by runtime/ only", "plugin/_uses_torch.py", "import torch\n"),
+    (
+        "The finding families and their registry never reach a runtime adapter",
+        "codes/_adapter.py",
+        "import fd_conformance.runtime.base\n",
+    ),
+    ("argparse is imported by cli/ only", "report/_args.py", "import argparse\n"),
+)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the real ``lint-imports`` (the dev extra installs it) on the project in ``cwd``."""
+    exe = shutil.which("lint-imports") or str(Path(sysconfig.get_path("scripts")) / "lint-imports")
+    if not Path(exe).exists():
+        pytest.fail("lint-imports is not installed: pip install -e '.[dev]'")
+    # The copy in cwd must shadow the installed (editable) kit: put it first on the path.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([exe, "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _type_checking_lines(tree: ast.Module) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
+def test_import_contracts_hold() -> None:
+    run = lint_imports(REPO)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The kit's modules ``path`` imports anywhere in its body (a package import counts as its
-    ``__init__``; ``from pkg import sub`` as ``pkg.sub`` when that is a module)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = _type_checking_lines(tree)
-    this = module_name(path)
-    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+def test_each_contract_catches_its_violation(tmp_path: Path) -> None:
+    shutil.copytree(ROOT, tmp_path / "fd_conformance", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    for _, module, source in VIOLATIONS:
+        (tmp_path / "fd_conformance" / module).write_text(source, encoding="utf-8")
+    run = lint_imports(tmp_path)
+    assert run.returncode != 0, run.stdout
+    for contract, module, _ in VIOLATIONS:
+        status = next(line for line in run.stdout.splitlines() if line.startswith(contract))
+        assert "BROKEN" in status, status
+        assert Path(module).stem in run.stdout, f"{module} not named in the report"
+    assert f"{len({c for c, _, _ in VIOLATIONS})} broken" in run.stdout
+
+
+def module_level_imports(tree: ast.Module) -> set[str]:
+    """Top-level package names imported when the module is imported: statements at module level
+    and in module-level ``if``/``try`` blocks, ``TYPE_CHECKING`` blocks left out."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skipped:
-            continue
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {name for name in found if name in modules and name != this}
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            pending.extend([*node.body, *node.orelse])
+        elif isinstance(node, ast.Try):
+            pending.extend([*node.body, *node.orelse, *node.finalbody, *(s for h in node.handlers for s in h.body)])
+    return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = sorted(ROOT.rglob("*.py"))
-    modules = {module_name(p) for p in paths}
-    return {module_name(p): imports_of(p, modules) for p in paths}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected group of more than one module (Tarjan), sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            group = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                group.append(member)
-                if member == node:
-                    break
-            if len(group) > 1:
-                found.append(sorted(group))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return sorted(found)
-
-
-def test_no_import_circle_anywhere_in_the_kit() -> None:
-    # A package's __init__ re-exporting its submodules is not a circle of concerns: leave out the
-    # edges from a package to its own children.
-    graph = {m: {d for d in deps if not d.startswith(m + ".")} for m, deps in import_graph().items()}
-    assert cycles(graph) == []
-
-
-def test_the_cycle_finder_finds_a_circle() -> None:
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_runtime_imports_nothing_above_it() -> None:
-    allowed = ("fd_conformance.runtime", "fd_conformance.errors")
-    for module, deps in import_graph().items():
-        if module.startswith("fd_conformance.runtime"):
-            above = sorted(d for d in deps if not d.startswith(allowed) and d != "fd_conformance")
-            assert above == [], f"{module} imports {above}"
-
-
-def test_argparse_only_in_cli() -> None:
-    users = sorted(
-        module_name(p)
-        for p in ROOT.rglob("*.py")
-        if "import argparse" in p.read_text(encoding="utf-8") and not module_name(p).startswith("fd_conformance.cli")
+def framework_imports_at_module_level(root: Path) -> list[str]:
+    """Modules outside runtime/ that import a framework when they are imported (the contract allows
+    named lazy imports outside runtime/; none may run at import time)."""
+    return sorted(
+        f"{path.relative_to(root.parent)}: {name}"
+        for path in root.rglob("*.py")
+        if "runtime" not in path.relative_to(root).parts[:1]
+        for name in module_level_imports(ast.parse(path.read_text(encoding="utf-8")))
+        if name in FRAMEWORKS
     )
-    assert users == []
+
+
+def test_no_framework_import_at_module_level_outside_runtime() -> None:
+    assert framework_imports_at_module_level(ROOT) == []
+
+
+def test_a_module_level_framework_import_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "kit" / "suite").mkdir(parents=True)
+    (tmp_path / "kit" / "runtime").mkdir()
+    (tmp_path / "kit" / "runtime" / "torch.py").write_text("import torch\n")  # allowed: an adapter
+    (tmp_path / "kit" / "suite" / "lazy.py").write_text("def f():\n    import torch\n")  # allowed: lazy
+    (tmp_path / "kit" / "suite" / "eager.py").write_text("try:\n    import paddle.distributed\nexcept ImportError:\n    pass\n")
+    assert framework_imports_at_module_level(tmp_path / "kit") == [f"kit{os.sep}suite{os.sep}eager.py: paddle"]
