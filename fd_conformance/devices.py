@@ -7,8 +7,7 @@ import glob
 import os
 from importlib.metadata import PackageNotFoundError, version
 
-#: Each runtime's installable distributions, in the order a version is looked for.
-FRAMEWORK_DISTRIBUTIONS = {"torch": ("torch",), "paddle": ("paddlepaddle-gpu", "paddlepaddle")}
+from fd_conformance.frameworks import SUPPORTED
 
 FORCE_ENV = "FD_CONFORMANCE_GPU"  # "0" forces no-GPU, "1" forces GPU (e.g. in exotic containers)
 
@@ -41,11 +40,11 @@ def framework_versions() -> dict[str, str | None]:
     """Runtime name -> its installed version (None when not installed), read from package
     metadata: nothing is imported."""
     found: dict[str, str | None] = {}
-    for name, distributions in FRAMEWORK_DISTRIBUTIONS.items():
-        found[name] = None
-        for distribution in distributions:
+    for framework in SUPPORTED:
+        found[framework.name] = None
+        for distribution in framework.distributions:
             try:
-                found[name] = version(distribution)
+                found[framework.name] = version(distribution)
                 break
             except PackageNotFoundError:
                 continue

@@ -8,13 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.runtime.base import Runtime, RuntimeEvent
 
 # pytester's in-process runs remove from sys.modules whatever the inner session imported. A
 # framework with C extensions cannot be imported a second time in one process (torch then fails
 # with "SystemError: ... bad call flags" or a segfault, depending on which test runs next), so the
 # frameworks are imported once here, before any snapshot, and stay put.
-for _framework in ("torch", "paddle"):
+for _framework in FRAMEWORKS:
     if importlib.util.find_spec(_framework) is not None:
         importlib.import_module(_framework)
 

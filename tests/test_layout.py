@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from fd_conformance.frameworks import FRAMEWORKS
+
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "fd_conformance"
-FRAMEWORKS = ("torch", "paddle")
 
 # One violation per contract, each written into a copy of the kit: (contract name, module, source).
 VIOLATIONS = (

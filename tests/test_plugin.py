@@ -16,6 +16,7 @@ import pytest
 from fd_conformance import matrix_keys
 from fd_conformance.cases import ModelCase, coerce_cases, load_spec, select_cases
 from fd_conformance.errors import UsageError
+from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.plugin import options, xdist
 from fd_conformance.plugin.gpus import (
     MAX_WORKERS_PER_GPU,
@@ -142,9 +143,9 @@ def test_select_filters_runtime_mutants_and_duplicates(cases_file: Path) -> None
 
 
 def test_bundled_cases_exclude_mutants_unless_asked() -> None:
-    good = select_cases([], installed_runtimes=("torch", "paddle"))
+    good = select_cases([], installed_runtimes=FRAMEWORKS)
     assert good and not any(c.is_mutant for c in good)
-    everything = select_cases([], include_mutants=True, installed_runtimes=("torch", "paddle"))
+    everything = select_cases([], include_mutants=True, installed_runtimes=FRAMEWORKS)
     assert any(c.is_mutant for c in everything)
     assert {c.name for c in good} < {c.name for c in everything}
 

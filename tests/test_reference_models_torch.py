@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from fd_conformance.errors import UsageError  # noqa: E402
+from fd_conformance.frameworks import FRAMEWORKS  # noqa: E402
 from fd_conformance.runtime import get_runtime  # noqa: E402
 from fd_conformance.runtime.base import EventKind  # noqa: E402
 from fd_reference_models.cases import all_cases  # noqa: E402
@@ -227,7 +228,7 @@ def test_all_cases_registry() -> None:
     assert len(names) == len(set(names))
     good = [c for c in cases if not c.is_mutant]
     assert {c.name for c in good} >= {"torch-glm4-moe", "torch-glm4-moe-mtp", "torch-qwen3-vl"}
-    assert {c.runtime for c in cases} <= {"torch", "paddle"}
+    assert {c.runtime for c in cases} <= set(FRAMEWORKS)
     assert all(c.runtime == "torch" for c in cases if c.name.startswith(("torch-", "mutant-")))
 
 

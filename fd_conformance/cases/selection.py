@@ -12,8 +12,9 @@ from pathlib import Path
 from fd_conformance.cases.contract import ModelCase
 from fd_conformance.cases.loading import installed_cases_with_origin, load_spec_with_origin
 from fd_conformance.errors import UsageError
+from fd_conformance.frameworks import FRAMEWORKS
 
-KNOWN_RUNTIMES = ("torch", "paddle")  # fd_conformance.runtime.RUNTIMES, without importing the runtime package
+KNOWN_RUNTIMES = FRAMEWORKS  # the name cases/ has always exported
 
 
 def read_selection(path: str | Path) -> list[str]:
@@ -68,7 +69,7 @@ def select_cases(
     *,
     runtime: str = "auto",
     include_mutants: bool = False,
-    installed_runtimes: Sequence[str] = ("torch", "paddle"),
+    installed_runtimes: Sequence[str] = FRAMEWORKS,
     selection: Sequence[str] | None = None,
     selection_source: str = "--fd-cases-file",
 ) -> list[ModelCase]:

@@ -6,15 +6,15 @@ import importlib
 import importlib.util
 
 from fd_conformance.errors import UsageError
+from fd_conformance.frameworks import BY_NAME, FRAMEWORKS
 from fd_conformance.runtime.base import Runtime, announce_runtime
 
-RUNTIMES = {"torch": "fd_conformance.runtime.torch", "paddle": "fd_conformance.runtime.paddle"}
 DEVICES = ("auto", "cuda", "cpu")
 
 
 def installed_runtimes() -> list[str]:
     """Frameworks importable here, without importing them."""
-    return [name for name in RUNTIMES if importlib.util.find_spec(name) is not None]
+    return [name for name in FRAMEWORKS if importlib.util.find_spec(name) is not None]
 
 
 def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
@@ -33,11 +33,11 @@ def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
                 "pip install 'fd-conformance[torch]' or 'fd-conformance[paddle]'",
             )
         name = available[0]
-    if name not in RUNTIMES:
-        raise UsageError(f"unknown runtime {name!r}", f"use one of {', '.join(RUNTIMES)} or auto")
+    if name not in BY_NAME:
+        raise UsageError(f"unknown runtime {name!r}", f"use one of {', '.join(FRAMEWORKS)} or auto")
     if importlib.util.find_spec(name) is None:
         raise UsageError(f"runtime {name!r} is not installed", f"pip install 'fd-conformance[{name}]'")
-    module = importlib.import_module(RUNTIMES[name])
+    module = importlib.import_module(BY_NAME[name].adapter)
     runtime: Runtime = module.create(device)
     announce_runtime(runtime.events)  # e.g. an isolation worker streams them; nobody subscribed elsewhere
     return runtime

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.isolation.messages import EVENT, PROBED, READY, WORKER_ENV, Message, receive, send
 from fd_conformance.tempdirs import use_as_temp_root
 
@@ -87,7 +88,7 @@ def stream_events(bus: EventBus) -> Callable[[], None]:
 def probe() -> dict[str, Any]:
     """What an idle worker holds: which frameworks it imported and whether any of them created a
     CUDA context. Read without importing anything, so probing cannot change the answer."""
-    frameworks = sorted(name for name in ("torch", "paddle") if name in sys.modules)
+    frameworks = sorted(name for name in FRAMEWORKS if name in sys.modules)
     cuda = False
     torch = sys.modules.get("torch")
     if torch is not None:
