@@ -42,6 +42,7 @@ from fd_conformance.errors import (
     validate_directory,
     validate_int,
 )
+from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.tempdirs import TEMP_ENV, make_owned_dir, remove_stale
 
 # The imports inside functions below are for speed, not to break a circle: cli/__init__ loads this
@@ -131,7 +132,7 @@ def add_cli(subparsers: Any) -> None:
     """Register ``fd-conformance run`` (called from fd_conformance.cli.build_parser)."""
     parser = subparsers.add_parser("run", help=RUN_HELP, description=RUN_HELP)
     parser.add_argument("--model", action="append", default=[], metavar="SPEC", help=MODEL_HELP)
-    parser.add_argument("--runtime", default="auto", choices=("auto", "torch", "paddle"), help=RUNTIME_HELP)
+    parser.add_argument("--runtime", default="auto", choices=("auto", *FRAMEWORKS), help=RUNTIME_HELP)
     parser.add_argument("-n", "--workers", type=worker_count, default=None, metavar="N|auto", help=WORKERS_HELP)
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=OUT_HELP)
     parser.add_argument("--cycles", type=positive_int("--cycles", MIN_CYCLES), default=5, metavar="K", help=CYCLES_HELP)

@@ -19,6 +19,7 @@ import pytest
 
 from fd_conformance.devices import visible_gpu_count
 from fd_conformance.errors import UsageError, validate_choice, validate_directory, validate_int
+from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.option_ini import IniOption, resolve_all
 
 FD_MODEL = "--fd-model"
@@ -57,7 +58,7 @@ FD_ALLOW_EMPTY_HELP = (
     "exit 0 even when every conformance check was skipped (e.g. -m gpu on a machine without a GPU). "
     "By default such a session exits 4: a CI job that certified nothing must not go green."
 )
-RUNTIME_CHOICES = ("auto", "torch", "paddle")
+RUNTIME_CHOICES = ("auto", *FRAMEWORKS)
 DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
 MIN_CYCLES = 3  # "growth in every cycle" needs two deltas, so three measured cycles
