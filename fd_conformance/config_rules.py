@@ -264,7 +264,7 @@ def check_fdc405_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
     ]
 
 
-RULES: dict[str, RuleFn] = {
+CONFIG_CHECKS: dict[str, RuleFn] = {
     "FDC401": check_fdc401_cpu_cache_prefill_graphs,
     "FDC402": check_fdc402_capture_size_shape,
     "FDC406": check_fdc406_unused_capture_size_shape,
@@ -281,7 +281,7 @@ def check_config(cfg: object, *, where: str | None = None) -> list[Finding]:
     """
     view = GraphOptView.of(cfg)
     loc = Location(obj=where or type(cfg).__qualname__)
-    return [finding for rule in RULES.values() for finding in rule(view, loc)]
+    return [finding for rule in CONFIG_CHECKS.values() for finding in rule(view, loc)]
 
 
 # --------------------------------------------------------------------------- raw configs
@@ -378,7 +378,7 @@ def assert_postprocessor_preserves_invariants(
     codes: Collection[str] | None = None,
     max_examples: int = 300,
 ) -> None:
-    """Property-test an engine's config post-processor against :data:`RULES` (error findings;
+    """Property-test an engine's config post-processor against :data:`CONFIG_CHECKS` (error findings;
     warnings such as FDC406 never fail it: see :func:`find_config_warnings`).
 
     ``build(raw)`` makes the engine's config object (default: an FDConfig-shaped namespace);
@@ -416,9 +416,9 @@ def _minimal_breaking_config(
     from hypothesis import HealthCheck, find, settings
     from hypothesis.errors import NoSuchExample
 
-    unknown = set(codes or ()) - set(RULES)
+    unknown = set(codes or ()) - set(CONFIG_CHECKS)
     if unknown:
-        raise UsageError(f"unknown config rule code(s) {sorted(unknown)}", f"use codes from {sorted(RULES)}")
+        raise UsageError(f"unknown config rule code(s) {sorted(unknown)}", f"use codes from {sorted(CONFIG_CHECKS)}")
     make = build or RawGraphOptConfig.to_namespace
 
     def run(raw: RawGraphOptConfig) -> tuple[list[Finding], BaseException | None]:

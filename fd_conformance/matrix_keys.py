@@ -52,7 +52,7 @@ def case_properties(item: pytest.Item) -> list[tuple[str, object]]:
     ]
 
 
-def failure_reason(report: pytest.TestReport) -> str:
+def report_failure_reason(report: pytest.TestReport) -> str:
     """A failed report's reason in one line: its first error finding ("FDC203 graph ..."), else the
     exception as pytest's crash line has it ("ValueError: boom"), never a fixture's source repr."""
     props = dict(report.user_properties)

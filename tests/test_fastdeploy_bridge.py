@@ -32,7 +32,7 @@ from fd_conformance.fastdeploy.checkout import (
     locate,
     pypi_name,
 )
-from fd_conformance.fastdeploy.config_bridge import check_config
+from fd_conformance.fastdeploy.config_bridge import check_checkout_config
 from fd_conformance.fastdeploy.models_bridge import check_models
 from fd_conformance.fastdeploy.runner_bridge import Combo, RunnerReport, check_runner
 from fd_conformance.fastdeploy.wrappers_bridge import WrapperRow, check_wrappers
@@ -259,7 +259,7 @@ def test_config_rule_fires_on_its_defect_and_not_on_the_clean_tree(tmp_path: Pat
         where = tmp_path / ("bad" if edit else "good")
         checkout = locate(make_tree(where, config_edit=edit))
         with import_environment(checkout):
-            report = check_config(checkout, max_examples=EXAMPLES, codes=[code])
+            report = check_checkout_config(checkout, max_examples=EXAMPLES, codes=[code])
         assert report.error is None and report.built > 0
         (row,) = report.rows
         assert (row.minimal is not None) is expect_violation, (code, edit, row)
@@ -268,7 +268,7 @@ def test_config_rule_fires_on_its_defect_and_not_on_the_clean_tree(tmp_path: Pat
 def test_seed_004_minimal_config_is_a_cpu_cache_with_prefill_graphs(tmp_path: Path) -> None:
     checkout = locate(make_tree(tmp_path, config_edit=CPU_CACHE_RULE))
     with import_environment(checkout):
-        report = check_config(checkout, max_examples=EXAMPLES, codes=["FDC401"])
+        report = check_checkout_config(checkout, max_examples=EXAMPLES, codes=["FDC401"])
     (row,) = report.rows
     assert row.minimal is not None and "cudagraph_only_prefill=True" in row.minimal and "num_cpu_blocks=1" in row.minimal
     assert "num_cpu_blocks=1" in row.message
@@ -277,7 +277,7 @@ def test_seed_004_minimal_config_is_a_cpu_cache_with_prefill_graphs(tmp_path: Pa
 def test_config_platform_is_patched_only_while_building(tmp_path: Path) -> None:
     checkout = locate(make_tree(tmp_path, config_edit=CPU_CACHE_RULE))
     with import_environment(checkout):
-        check_config(checkout, max_examples=5, codes=["FDC401"])
+        check_checkout_config(checkout, max_examples=5, codes=["FDC401"])
         config = import_module("fastdeploy.config", checkout)
         assert config.current_platform.is_cuda() is False  # the fixture's own host platform is back
 

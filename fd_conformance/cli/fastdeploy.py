@@ -313,9 +313,9 @@ def _run(args: argparse.Namespace) -> int:
             for table in tables:
                 started = time.perf_counter()
                 if table == "config":
-                    from fd_conformance.fastdeploy.config_bridge import check_config
+                    from fd_conformance.fastdeploy.config_bridge import check_checkout_config
 
-                    reports[table] = check_config(checkout, max_examples=args.max_examples)
+                    reports[table] = check_checkout_config(checkout, max_examples=args.max_examples)
                     print_config(out, reports[table], args.verbose)
                 elif table == "models":
                     from fd_conformance.fastdeploy.models_bridge import check_models

@@ -25,14 +25,14 @@ from typing import Any
 from unittest import mock
 
 from fd_conformance.config_rules import (
-    RULES,
+    CONFIG_CHECKS,
     InvariantViolation,
     RawGraphOptConfig,
     assert_postprocessor_preserves_invariants,
     find_config_warnings,
 )
 from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
-from fd_conformance.findings import RULES as FINDING_RULES
+from fd_conformance.findings import RULES
 
 CONFIG_MODULE = "fastdeploy.config"
 #: What a refused raw config is judged as: graphs off, so no rule can fire on it.
@@ -163,8 +163,8 @@ def check_config_module(
     def identity(raw: RawGraphOptConfig) -> RawGraphOptConfig:
         return raw
 
-    for code in (c for c in RULES if codes is None or c in codes):
-        row = ConfigRow(code, FINDING_RULES[code].title, severity=FINDING_RULES[code].severity.value)
+    for code in (c for c in CONFIG_CHECKS if codes is None or c in codes):
+        row = ConfigRow(code, RULES[code].title, severity=RULES[code].severity.value)
         if row.severity == "error":
             try:
                 assert_postprocessor_preserves_invariants(postprocess, build=identity, codes=[code], max_examples=max_examples)
@@ -185,7 +185,7 @@ def _fill(row: ConfigRow, violation: InvariantViolation, code: str) -> None:
     row.message = found[0] if found else str(violation)
 
 
-def check_config(checkout: Checkout, *, max_examples: int = 200, codes: Collection[str] | None = None) -> ConfigReport:
+def check_checkout_config(checkout: Checkout, *, max_examples: int = 200, codes: Collection[str] | None = None) -> ConfigReport:
     """C6 on the checkout's ``fastdeploy.config``; an import failure is this table's error."""
     try:
         module = import_module(CONFIG_MODULE, checkout)

@@ -36,9 +36,9 @@ def checkout() -> Iterator[Checkout]:
 
 
 def test_config_invariants(checkout: Checkout) -> None:
-    from fd_conformance.fastdeploy.config_bridge import check_config
+    from fd_conformance.fastdeploy.config_bridge import check_checkout_config
 
-    report = check_config(checkout, max_examples=int(os.environ.get(EXAMPLES_ENV, "100")))
+    report = check_checkout_config(checkout, max_examples=int(os.environ.get(EXAMPLES_ENV, "100")))
     assert report.error is None, report.error
     broken = [f"{r.code} minimal {r.minimal}: {r.message}" for r in report.rows if r.minimal and r.severity == "error"]
     assert not broken, "\n".join(broken)

@@ -36,7 +36,7 @@ from fd_conformance.isolation.results import (
     plan_record,
     session_record,
 )
-from fd_conformance.matrix_keys import PROP_PREFIX, case_properties, failure_reason
+from fd_conformance.matrix_keys import PROP_PREFIX, case_properties, report_failure_reason
 from fd_conformance.option_ini import IniOption, resolve_all
 
 if TYPE_CHECKING:
@@ -423,7 +423,7 @@ class IsolationController:
         if FINDINGS_PROP in props:
             record["finding_details"] = json.loads(str(props[FINDINGS_PROP]))
         if report.failed and not record.get("reason"):
-            record["reason"] = failure_reason(report)
+            record["reason"] = report_failure_reason(report)
         elif report.skipped and not record.get("reason") and isinstance(report.longrepr, tuple):
             record["reason"] = str(report.longrepr[2])
         if report.failed:

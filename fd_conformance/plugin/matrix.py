@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
-from fd_conformance.matrix_keys import PROP_PREFIX, RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties, failure_reason
+from fd_conformance.matrix_keys import PROP_PREFIX, RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties, report_failure_reason
 from fd_conformance.plugin.options import FD_ALLOW_EMPTY, FD_INCLUDE_MUTANTS, FD_REPORT
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> C
     findings = json.loads(str(props.get(PROP_PREFIX + "findings", "[]")))
     message = ""
     if report.failed and report.longrepr:
-        message = failure_reason(report)
+        message = report_failure_reason(report)
     elif report.skipped and isinstance(report.longrepr, tuple):
         message = str(report.longrepr[2])
     graphs_real = props.get(PROP_PREFIX + "graphs_real")

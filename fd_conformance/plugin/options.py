@@ -62,7 +62,7 @@ RUNTIME_CHOICES = ("auto", *FRAMEWORKS)
 DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
 MIN_CYCLES = 3  # "growth in every cycle" needs two deltas, so three measured cycles
-DEVICES = ("cpu", "cuda")
+SUITE_DEVICES = ("cpu", "cuda")  # the device rows `--fd-device all` collects
 
 CYCLES_KEY = pytest.StashKey[int]()
 DEVICES_KEY: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
@@ -143,7 +143,7 @@ def resolve_devices(value: str) -> tuple[str, ...]:
     """--fd-device: the device rows to collect; "auto" asks the machine (without a framework import)."""
     validate_choice(value, FD_DEVICE, DEVICE_CHOICES)
     if value == "all":
-        return DEVICES
+        return SUITE_DEVICES
     if value == "auto":
         return ("cuda",) if visible_gpu_count() > 0 else ("cpu",)
     return (value,)

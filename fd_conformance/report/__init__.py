@@ -58,9 +58,9 @@ from fd_conformance.report.verdicts import (
     cell,
     checks_of,
     exit_code,
-    failure_reason,
     graphs_label,
     nothing_ran_reason,
+    result_failure_reason,
     verdicts_of,
 )
 
@@ -98,7 +98,7 @@ __all__ = [
     "device_from_nodeid",
     "environment",
     "exit_code",
-    "failure_reason",
+    "result_failure_reason",
     "format_certificate",
     "format_document_matrix",
     "format_matrix",

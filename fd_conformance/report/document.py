@@ -28,8 +28,8 @@ from fd_conformance.report.verdicts import (
     cell,
     checks_of,
     exit_code,
-    failure_reason,
     graphs_label,
+    result_failure_reason,
     rows_by_key,
     shorten,
 )
@@ -88,7 +88,7 @@ def build_document(
             }
             failed = [r for r in chosen if r.outcome == FAILED]
             if failed:
-                checks[check]["reason"] = shorten(failure_reason(failed[0]), LINE_LIMIT)
+                checks[check]["reason"] = shorten(result_failure_reason(failed[0]), LINE_LIMIT)
         cases.append(
             {
                 "name": case,

@@ -67,7 +67,7 @@ def shorten(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def failure_reason(result: CheckResult) -> str:
+def result_failure_reason(result: CheckResult) -> str:
     """One line saying why a result failed: its first error finding, else its message."""
     for finding in result.findings:
         if finding.get("severity", "error") == "error":

@@ -7,9 +7,7 @@ import importlib.util
 
 from fd_conformance.errors import UsageError
 from fd_conformance.frameworks import BY_NAME, FRAMEWORKS
-from fd_conformance.runtime.base import Runtime, announce_runtime
-
-DEVICES = ("auto", "cuda", "cpu")
+from fd_conformance.runtime.base import RUNTIME_DEVICES, Runtime, announce_runtime
 
 
 def installed_runtimes() -> list[str]:
@@ -23,8 +21,8 @@ def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
     ``device="auto"`` means CUDA when the framework sees a GPU, else CPU with host-emulated
     graphs (a test double for the kit's own CI, reported as such).
     """
-    if device not in DEVICES:
-        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(DEVICES)}")
+    if device not in RUNTIME_DEVICES:
+        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(RUNTIME_DEVICES)}")
     if name == "auto":
         available = installed_runtimes()
         if not available:

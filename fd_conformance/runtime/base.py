@@ -20,6 +20,8 @@ from typing import Any, Protocol, TypeVar
 from fd_conformance.errors import UsageError
 
 HOST_EMULATED = "host-emulated"  # the label of results obtained without real graphs
+#: What get_runtime() and every adapter's create() accept ("auto": CUDA when the framework sees a GPU).
+RUNTIME_DEVICES = ("auto", "cuda", "cpu")
 
 
 class EventKind(str, enum.Enum):

@@ -34,6 +34,7 @@ from typing import Any
 
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime.base import (
+    RUNTIME_DEVICES,
     EventKind,
     Graph,
     Group,
@@ -77,7 +78,6 @@ ASYNC_ALLOCATOR_FLAG_HELP = (
 )
 # ProcessGroup creation reads the global rank from here even for a one-rank group.
 TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
-DEVICES = ("auto", "cuda", "cpu")
 
 
 class AsyncAllocatorFlagWarning(UserWarning):
@@ -364,8 +364,8 @@ def _cuda_available(paddle: Any) -> bool:
 
 def create(device: str = "auto") -> PaddleRuntime:
     """Build the Paddle adapter. ``auto`` picks CUDA when Paddle sees a GPU, else CPU."""
-    if device not in DEVICES:
-        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(DEVICES)}")
+    if device not in RUNTIME_DEVICES:
+        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(RUNTIME_DEVICES)}")
     if device in ("auto", "cuda"):
         # Before `import paddle`, so the allocator is built with it (see module docstring).
         ensure_async_allocator_flag()

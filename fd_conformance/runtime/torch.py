@@ -23,6 +23,7 @@ import torch.distributed as dist
 from fd_conformance.errors import UsageError
 from fd_conformance.runtime import torch_native
 from fd_conformance.runtime.base import (
+    RUNTIME_DEVICES,
     EventKind,
     Graph,
     GraphObserver,
@@ -311,6 +312,6 @@ def create(device: str) -> Runtime:
             f"device 'cuda' requested but torch {torch.__version__} sees no CUDA device",
             "run on a GPU host with a CUDA build of torch, or use device 'cpu' (host-emulated graphs)",
         )
-    if device not in ("cuda", "cpu"):
-        raise UsageError(f"unknown device {device!r}", "use one of auto, cuda, cpu")
+    if device not in RUNTIME_DEVICES:
+        raise UsageError(f"unknown device {device!r}", f"use one of {', '.join(RUNTIME_DEVICES)}")
     return TorchRuntime(device)
