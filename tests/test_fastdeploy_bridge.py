@@ -19,6 +19,7 @@ import pytest
 from fd_conformance.cli import fastdeploy as bridge_cli
 from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS, UsageError
 from fd_conformance.fastdeploy import checkout as checkout_module
+from fd_conformance.fastdeploy import wrappers_bridge
 from fd_conformance.fastdeploy.checkout import (
     EXIT_MISSING_DEPENDENCY,
     Checkout,
@@ -557,3 +558,42 @@ def test_a_wrapper_that_does_not_build_is_a_row_saying_why_never_a_pass(tmp_path
     assert row.verdict == "not built" and "AttributeError" in row.reason and "tiny_mtp.py:" in row.reason
     args = bridge_cli_args(root, "--only", "wrappers")
     assert bridge_cli.run(args) == EXIT_INCOMPLETE  # nothing failed, but not everything was checked
+
+
+# --------------------------------------------------------------------------- the tiny config (MoE, VL, MTP shapes)
+QWEN3_VL = {"qwen3_vl_moe.py": f"{MODELS}/qwen3_vl/qwen3_vl_moe.py"}
+
+
+def test_a_vl_moe_wrapper_builds_from_its_familys_config_and_its_missed_tower_is_fdc203(tmp_path: Path) -> None:
+    """The family's dialect (one vision activation), the checkout's PretrainedConfig for the
+    nested configs and the routing-replay sub-config make it build; its clear misses ``visual``."""
+    row = wrappers_of(make_tree(tmp_path, extra=QWEN3_VL))["TinyQwen3VLMoeForConditionalGeneration"]
+    assert row.verdict == "FAIL" and sorted(row.backends) == ["model", "visual"], row
+    assert {f.code for f in row.findings} == {"FDC203"} and all("owner visual" in f.message for f in row.findings)
+
+
+def test_without_the_family_dialect_the_vl_wrapper_is_a_not_built_row_naming_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(wrappers_bridge.FAMILY_FIELDS, "qwen3_vl")
+    row = wrappers_of(make_tree(tmp_path, extra=QWEN3_VL))["TinyQwen3VLMoeForConditionalGeneration"]
+    assert row.verdict == "not built" and row.findings == []
+    assert "KeyError" in row.reason and "'silu'" in row.reason and "qwen3_vl_moe.py:" in row.reason
+
+
+def test_tiny_config_families_and_nested_configs() -> None:
+    """Ernie VL's experts come in text/image pairs, Qwen3-VL's vision activation is its own; the
+    nested configs are made by the checkout's class when it has one; families come from bases too."""
+    plain = wrappers_bridge.tiny_model_config()
+    assert plain.moe_num_experts == 2 and plain.vision_config.hidden_act == "silu"
+    assert plain.n_routed_experts == plain.num_experts == 2 and plain.kv_lora_rank > 0 and plain.num_nextn_predict_layers == 1
+    ernie = wrappers_bridge.tiny_model_config(("ernie4_5_vl",))
+    assert ernie.moe_num_experts == [2, 2] and ernie.moe_intermediate_size == [16, 16]
+    wrapped = wrappers_bridge.tiny_model_config(("qwen3_vl",), wrap=lambda values: ("made", values))
+    assert wrapped.vision_config == ("made", {**wrappers_bridge.TINY_VISION, "hidden_act": "gelu_pytorch_tanh"})
+    assert wrapped.pretrained_config == ("made", wrappers_bridge.TINY_PRETRAINED)
+
+    base = type("Qwen3VLForConditionalGeneration", (), {"__module__": "fastdeploy.model_executor.models.qwen3_vl.qwen3_vl"})
+    sub = type("Qwen3VLMoeForConditionalGeneration", (base,), {"__module__": "fastdeploy.model_executor.models.moe"})
+    assert wrappers_bridge.families_of(sub) == ("qwen3_vl",)
+    assert wrappers_bridge.families_of(type("Dense", (), {"__module__": "fastdeploy.model_executor.models.qwen3"})) == ()
