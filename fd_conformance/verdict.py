@@ -31,10 +31,6 @@ class CheckVerdict:
     def error_codes(self) -> list[str]:
         return sorted({f.code for f in self.findings if f.is_error})
 
-    @property
-    def warning_codes(self) -> list[str]:
-        return sorted({f.code for f in self.findings if not f.is_error})
-
     def failure_message(self) -> str:
         errors = [f for f in self.findings if f.is_error]
         lines = [f"{self.check}: {len(errors)} contract violation(s): {', '.join(self.error_codes)}"]

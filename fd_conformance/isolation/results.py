@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, NotRequired, TypedDict
@@ -280,11 +279,3 @@ def read_results(path: str | os.PathLike[str]) -> list[ResultRecord]:
     """The result records of a results file (plan and session lines left out); a torn last line
     (writer killed mid-write) is dropped, not fatal."""
     return load_results_file(path).results
-
-
-def latest_by_nodeid(records: Iterable[ResultRecord]) -> dict[str, ResultRecord]:
-    """Last record wins per test: a re-run appended to the same file supersedes older lines."""
-    latest: dict[str, ResultRecord] = {}
-    for record in records:
-        latest[record["nodeid"]] = record
-    return latest

@@ -35,7 +35,6 @@ class FileScan:
     path: str
     classes: list[ClassInfo] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    defines_clear: bool = False  # a def of either spelling: lets --fix know calls can be renamed
     noqa: dict[int, frozenset[str]] = field(default_factory=dict)
 
 

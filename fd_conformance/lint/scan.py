@@ -171,8 +171,6 @@ class _Scanner:
     ) -> None:
         owner = f"{cls.name}.{node.name}" if cls else node.name
         self._check_spelling(node.name, f"definition of {owner}", node.lineno, node.col_offset, owner)
-        if node.name in (CANONICAL, LEGACY):
-            self.scan.defines_clear = True
         for expr in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
             if expr is not None:
                 self._node(expr, cls, calls, branches)

@@ -186,10 +186,6 @@ class HostGraph(RecordedGraph):
         self._graph_memory: list[Any] = []
 
     @property
-    def static_outputs(self) -> Any:
-        return self._outputs
-
-    @property
     def graph_memory(self) -> list[Any]:
         """The static outputs the capture allocated (what the ledger counts as this graph's
         memory); empty once reset. Outputs in memory that existed before the capture are not here."""
