@@ -289,7 +289,8 @@ def test_models_clean_tree_has_no_protocol_error(tmp_path: Path) -> None:
     with import_environment(checkout):
         report = check_models(checkout)
     rows = {r.name: r for r in report.rows}
-    assert set(rows) == {"TinyDenseForCausalLM", "TinyMTPForCausalLM"}  # decorator- and base-class-registered
+    # decorator- and base-class-registered
+    assert set(rows) == {"TinyDenseForCausalLM", "TinyMoeForCausalLM", "TinyMTPForCausalLM"}
     assert [f.code for f in rows["TinyDenseForCausalLM"].findings] == ["FDC002"]  # legacy spelling: a warning
     assert report.violations == 0 and not report.import_failures
 
@@ -502,6 +503,7 @@ def test_wrappers_clean_tree_every_recorded_graph_is_cleared(tmp_path: Path) -> 
     rows = wrappers_of(make_tree(tmp_path))
     assert {n: (r.verdict, r.findings) for n, r in rows.items()} == {
         "TinyDenseForCausalLM": ("ok", []),
+        "TinyMoeForCausalLM": ("ok", []),
         "TinyMTPForCausalLM": ("ok", []),
     }
     assert rows["TinyDenseForCausalLM"].backends == ["model"] and rows["TinyDenseForCausalLM"].graphs > 0

@@ -1,4 +1,4 @@
-"""``fd-conformance fastdeploy PATH``: the three tables for a FastDeploy checkout, on CPU.
+"""``fd-conformance fastdeploy PATH``: the five tables for a FastDeploy checkout, on CPU.
 
 Exit codes: 0 every table clean; 1 any violation (an error-level finding in any table);
 2 bad PATH (the message says what a checkout must hold); 3 a table could not run (its module
@@ -23,8 +23,11 @@ from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_VIOLATIONS, Usa
 
 # The bridges are imported inside the functions below for speed: every subcommand loads this
 # module, and only `fastdeploy` needs them (they build FastDeploy's import environment).
-HELP = "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3), real wrappers' clear"
-TABLES = ("config", "models", "runner", "wrappers")
+HELP = (
+    "certify a FastDeploy checkout on CPU: its real FDConfig (C6), model classes (protocol), runner teardown (C3), "
+    "real wrappers' clear, the runner over the real wrappers"
+)
+TABLES = ("config", "models", "runner", "wrappers", "real-runner")
 DEFAULT_EXAMPLES = 100
 
 
@@ -41,7 +44,7 @@ def add_cli(subparsers: Any) -> None:
         help="FastDeploy checkout (the directory holding fastdeploy/); default: the installed fastdeploy",
     )
     parser.add_argument(
-        "--only", action="append", choices=TABLES, default=None, help="run only this table (repeatable); default: all four"
+        "--only", action="append", choices=TABLES, default=None, help="run only this table (repeatable); default: all five"
     )
     parser.add_argument(
         "--max-examples",
@@ -152,12 +155,20 @@ def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
     )
     shown: set[tuple[str, str]] = set()
     for r in rep.rows:
-        for f in r.findings:
-            if verbose or (r.method, f.code) not in shown:
-                shown.add((r.method, f.code))
-                out.write(f"  [{r.combo.label()} {r.method}] {f.code} {f.message}\n")
+        for f in _unshown(r, shown, verbose):
+            out.write(f"  [{r.combo.label()} {r.method}] {f.code} {f.message}\n")
         if r.findings and (verbose or len(shown) <= 4):
             out.write(f"    calls: {' -> '.join(r.calls)}\n")
+
+
+def _unshown(row: Any, shown: set[tuple[str, str]], verbose: bool) -> list[Any]:
+    """The row's findings to print: every one when verbose, else the first of each (method, code)."""
+    fresh = []
+    for finding in row.findings:
+        if verbose or (row.method, finding.code) not in shown:
+            shown.add((row.method, finding.code))
+            fresh.append(finding)
+    return fresh
 
 
 def print_stand_ins(out: TextIO, env: Any) -> None:
@@ -209,6 +220,58 @@ def print_wrappers(out: TextIO, rep: Any, verbose: bool) -> None:
                 out.write(f"  {r.name}: {f.code} {f.message}\n")
 
 
+def _combo_cells(rows: Sequence[Any], method: str) -> str:
+    """``main=on draft=on spec=mtp: FDC201 x37; ...`` for the rows of ``method`` that failed or could not run."""
+    cells = [
+        f"{r.combo.label()}: {_codes(r.findings) if r.findings else 'ERROR'}"
+        for r in rows
+        if r.method == method and (r.findings or r.error)
+    ]
+    return "; ".join(cells) or "-"
+
+
+def print_real_runner(out: TextIO, rep: Any, verbose: bool) -> None:
+    if not _section(
+        out, f"5. Runner teardown over the real wrappers ({rep.where}: self.model, proposer.model built on CPU)", rep
+    ):
+        return
+    drafts = sum(1 for pair in rep.pairs if pair.pairing.draft_wrapper is not None)
+    out.write(
+        f"{len(rep.pairs)} main wrappers ({drafts} with their MTP draft), {len(rep.rows)} runs; {rep.violations} "
+        f"violate; not built: {', '.join(sorted(rep.not_built)) or 'none'} (the wrappers table says why)\n"
+    )
+    table = []
+    for pair in rep.pairs:
+        rows, pairing = pair.rows, pair.pairing
+        failed = any(f.is_error for r in rows for f in r.findings)
+        verdict = "FAIL" if failed else "ERROR" if any(r.error for r in rows) else "ok"
+        draft = pairing.draft if pairing.draft_wrapper is not None else pairing.draft_problem or "-"
+        table.append(
+            (pairing.main, draft, verdict, _combo_cells(rows, "clear_parameters"), _combo_cells(rows, "update_parameters"))
+        )
+    _table(out, ("main wrapper", "MTP draft", "verdict", "clear_parameters", "update_parameters"), table)
+    for pair in rep.pairs:
+        shown: set[tuple[str, str]] = set()
+        for r in pair.rows:
+            for f in _unshown(r, shown, verbose):
+                out.write(f"  {pair.pairing.main} [{r.combo.label()} {r.method}] {f.code} {f.message}\n")
+            if r.error:
+                out.write(f"  {pair.pairing.main} [{r.combo.label()} {r.method}] ERROR {r.error}\n")
+
+
+def _runner_row_json(row: Any) -> dict[str, Any]:
+    """One runner row (stand-in or real models) as ``--json`` writes it (history reads these keys)."""
+    return {
+        "use_cudagraph": row.combo.use_cudagraph,
+        "draft_model_use_cudagraph": row.combo.draft_model_use_cudagraph,
+        "spec_method": row.combo.spec_method,
+        "method": row.method,
+        "error": row.error,
+        "skipped": row.skipped,
+        "codes": [f.code for f in row.findings],
+    }
+
+
 def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
     data: dict[str, Any] = {"seconds": seconds}
     if "config" in reports:
@@ -232,18 +295,7 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
         r = reports["runner"]
         data["runner"] = {
             "error": r.error,
-            "rows": [
-                {
-                    "use_cudagraph": x.combo.use_cudagraph,
-                    "draft_model_use_cudagraph": x.combo.draft_model_use_cudagraph,
-                    "spec_method": x.combo.spec_method,
-                    "method": x.method,
-                    "error": x.error,
-                    "skipped": x.skipped,
-                    "codes": [f.code for f in x.findings],
-                }
-                for x in r.rows
-            ],
+            "rows": [_runner_row_json(x) for x in r.rows],
         }
     if "wrappers" in reports:
         w = reports["wrappers"]
@@ -260,6 +312,21 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
                     "graphs": r.graphs,
                 }
                 for r in w.rows
+            ],
+        }
+    if "real-runner" in reports:
+        rr = reports["real-runner"]
+        data["real_runner"] = {
+            "error": rr.error,
+            "not_built": rr.not_built,
+            "rows": [
+                {
+                    "main": pair.pairing.main,
+                    "draft": pair.pairing.draft if pair.pairing.draft_wrapper is not None else None,
+                    **_runner_row_json(x),
+                }
+                for pair in rr.pairs
+                for x in pair.rows
             ],
         }
     return data
@@ -327,11 +394,16 @@ def _run(args: argparse.Namespace) -> int:
 
                     reports[table] = check_runner(checkout)
                     print_runner(out, reports[table], args.verbose)
-                else:
+                elif table == "wrappers":
                     from fd_conformance.fastdeploy.wrappers_bridge import check_wrappers
 
                     reports[table] = check_wrappers(checkout)
                     print_wrappers(out, reports[table], args.verbose)
+                else:
+                    from fd_conformance.fastdeploy.real_runner import check_real_runner
+
+                    reports[table] = check_real_runner(checkout)
+                    print_real_runner(out, reports[table], args.verbose)
                 seconds[table] = time.perf_counter() - started
                 out.write(f"({table}: {seconds[table]:.1f} s)\n")
                 out.flush()
@@ -343,6 +415,7 @@ def _run(args: argparse.Namespace) -> int:
     broken = (
         sum(1 for rep in reports.values() if rep.error)
         + sum(1 for row in getattr(reports.get("runner"), "rows", []) if row.error)
+        + sum(1 for row in getattr(reports.get("real-runner"), "rows", []) if row.error)
         + getattr(reports.get("wrappers"), "not_checked", 0)
     )
     if args.json_out:

@@ -124,13 +124,16 @@ def row_verdicts(data: dict[str, Any]) -> dict[str, str]:
             rows[f"models {r['name']}"] = " ".join(["FAIL" if r.get("failed") else "ok", *sorted(set(r["codes"]))])
         for module in models["import_failures"]:
             rows[f"models import {module}"] = "import fails"
-    runner = data.get("runner")
-    if runner:
+    for table, title in (("runner", "runner"), ("real_runner", "real-runner")):
+        runner = data.get(table)
+        if not runner:
+            continue
         if runner["error"]:
-            rows["runner (table)"] = "ERROR"
+            rows[f"{title} (table)"] = "ERROR"
         for r in runner["rows"]:
             main, draft = ("on" if r[k] else "off" for k in ("use_cudagraph", "draft_model_use_cudagraph"))
-            key = f"runner main={main} draft={draft} spec={r['spec_method'] or '-'} {r['method']}"
+            wrapper = f" {r['main']}" if "main" in r else ""
+            key = f"{title}{wrapper} main={main} draft={draft} spec={r['spec_method'] or '-'} {r['method']}"
             verdict = "n/a" if r["skipped"] else "ERROR" if r["error"] else "FAIL" if r["codes"] else "ok"
             rows[key] = " ".join([verdict, *sorted(set(r["codes"]))])
     wrappers = data.get("wrappers")

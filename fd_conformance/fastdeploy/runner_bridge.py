@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import itertools
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
 from fd_conformance.findings import Finding
@@ -107,7 +107,7 @@ class Anything:
         self._log.append(f"{self._path}[{key!r}] = ...")
 
 
-class _Param:
+class RecordedParam:
     """A parameter as the recorder sees it: a stable identity and a data address."""
 
     _addresses = itertools.count(0x1000, 0x100)
@@ -120,7 +120,7 @@ class _Param:
         return BufferRef(id(self), self.address, self.name)
 
 
-class _Group:
+class RecordedGroup:
     def __init__(self, name: str) -> None:
         self.name = name
         self.alive = True
@@ -135,7 +135,7 @@ class StandInModel(Anything):
     """A model whose graphs are recorded: captured over its parameters and the TP group;
     ``clear_graph_opt_backend()`` (either spelling) destroys them."""
 
-    def __init__(self, owner: str, bus: EventBus, params: list[_Param], group: _Group, log: CallLog) -> None:
+    def __init__(self, owner: str, bus: EventBus, params: list[RecordedParam], group: RecordedGroup, log: CallLog) -> None:
         super().__init__(owner, log)
         object.__setattr__(self, "owner", owner)
         object.__setattr__(self, "bus", bus)
@@ -182,7 +182,9 @@ class StandInWeightManager(Anything):
     parameter, then shut the TP group down when asked (or when configured to, for old call sites
     that pass no flag); update restarts the group and restores weights into NEW buffers."""
 
-    def __init__(self, bus: EventBus, params: list[_Param], group: _Group, shutdown_default: bool, log: CallLog) -> None:
+    def __init__(
+        self, bus: EventBus, params: list[RecordedParam], group: RecordedGroup, shutdown_default: bool, log: CallLog
+    ) -> None:
         super().__init__("dynamic_weight_manager", log)
         for key, value in (("bus", bus), ("params", params), ("group", group), ("shutdown_default", shutdown_default)):
             object.__setattr__(self, key, value)
@@ -203,32 +205,67 @@ class StandInWeightManager(Anything):
             self.group.alive = True
             self.bus.emit(EventKind.GROUP_CREATED, self.group.name, id(self.group))
         for param in self.params:
-            param.address = next(_Param._addresses)
+            param.address = next(RecordedParam._addresses)
             self.bus.emit(EventKind.PARAM_RESTORED, param.name, id(param), buffers=(param.ref(),))
 
 
-class StandInRunner(Anything):
-    """The fake ``self``: the flags of one :class:`Combo`, the stand-ins, and a recorded
-    ``capture_model()`` that captures the main and the draft graphs the flags ask for."""
+class GraphedModel(Protocol):
+    """What the runner's capture and the first decode step after an update do to a model's graphs."""
 
-    def __init__(self, combo: Combo, bus: EventBus, log: CallLog) -> None:
+    def capture(self) -> None: ...
+
+    def replay(self) -> None: ...
+
+
+@dataclass
+class ModelSet:
+    """The models one run puts under FastDeploy's body. ``model``/``draft`` are what it sees as
+    ``self.model`` and ``self.proposer.model``; ``graphed``/``graphed_draft`` capture and replay
+    their graphs; ``params`` are what the weight manager releases; ``explain`` turns an exception
+    the models themselves caused into findings (none: the run could not be judged, an ERROR)."""
+
+    model: Any
+    draft: Any | None
+    graphed: GraphedModel
+    graphed_draft: GraphedModel | None
+    params: list[RecordedParam]
+    group: RecordedGroup
+    explain: Callable[[BaseException, str], list[Finding]] = lambda err, method: []
+
+
+#: Makes the models of one run: (combo, event bus, call log) -> the set.
+ModelFactory = Callable[[Combo, EventBus, CallLog], ModelSet]
+
+
+def stand_in_models(combo: Combo, bus: EventBus, log: CallLog) -> ModelSet:
+    """The stand-in main model and MTP draft (sharing the embedding and lm_head)."""
+    group = RecordedGroup("tp_group")
+    shared = [RecordedParam(n) for n in SHARED_PARAMS]
+    main_params = [*shared, RecordedParam("layers.0.weight")]
+    model = StandInModel("main", bus, main_params, group, log)
+    draft = (
+        StandInModel("draft", bus, [*shared, RecordedParam("mtp.layers.0.weight")], group, log) if combo.has_draft_model else None
+    )
+    return ModelSet(model, draft, model, draft, main_params, group)
+
+
+class StandInRunner(Anything):
+    """The fake ``self``: the flags of one :class:`Combo`, the models (stand-ins unless given), a
+    stand-in weight manager, and a recorded ``capture_model()`` that captures the main and the
+    draft graphs the flags ask for."""
+
+    def __init__(self, combo: Combo, bus: EventBus, log: CallLog, models: ModelSet | None = None) -> None:
         super().__init__("self", log)
-        group = _Group("tp_group")
-        shared = [_Param(n) for n in SHARED_PARAMS]
-        main_params = [*shared, _Param("layers.0.weight")]
-        model = StandInModel("main", bus, main_params, group, log)
-        draft = (
-            StandInModel("draft", bus, [*shared, _Param("mtp.layers.0.weight")], group, log) if combo.has_draft_model else None
-        )
+        chosen = models or stand_in_models(combo, bus, log)
         known: dict[str, Any] = {
             "combo": combo,
-            "model": model,
-            "draft": draft,
+            "chosen": chosen,
+            "model": chosen.model,
             "use_cudagraph": combo.use_cudagraph,
             "spec_method": combo.spec_method,  # SpecMethod is a str Enum: "mtp" == SpecMethod.MTP
             "speculative_method": combo.spec_method,
             "speculative_decoding": combo.spec_method is not None,
-            "dynamic_weight_manager": StandInWeightManager(bus, main_params, group, True, log),
+            "dynamic_weight_manager": StandInWeightManager(bus, chosen.params, chosen.group, True, log),
         }
         for key, value in known.items():
             object.__setattr__(self, key, value)
@@ -237,18 +274,18 @@ class StandInRunner(Anything):
         self.fd_config.graph_opt_config = self.graph_opt_config
         self.fd_config.parallel_config.shutdown_comm_group_if_worker_idle = True
         self.fd_config.speculative_config.method = combo.spec_method
-        if draft is not None:
-            object.__setattr__(self.proposer, "model", draft)
+        if chosen.draft is not None:
+            object.__setattr__(self.proposer, "model", chosen.draft)
 
     def capture_model(self) -> None:
         self._log.append("self.capture_model()")
         if self.use_cudagraph:
-            self.model.capture()
-        if self.draft is not None and self.combo.draft_model_use_cudagraph:
-            self.draft.capture()
+            self.chosen.graphed.capture()
+        if self.chosen.graphed_draft is not None and self.combo.draft_model_use_cudagraph:
+            self.chosen.graphed_draft.capture()
 
-    def models(self) -> list[StandInModel]:
-        return [m for m in (self.model, self.draft) if m is not None]
+    def models(self) -> list[GraphedModel]:
+        return [m for m in (self.chosen.graphed, self.chosen.graphed_draft) if m is not None]
 
 
 @dataclass
@@ -276,26 +313,30 @@ class RunnerReport:
         return sum(1 for r in self.rows if r.error) + (1 if self.error else 0)
 
 
-def _run_combo(cls: Any, combo: Combo) -> list[RunnerRow]:
-    """clear_parameters, then update_parameters, on graphs captured as the flags say."""
+def _run_combo(cls: Any, combo: Combo, make_models: ModelFactory | None = None) -> list[RunnerRow]:
+    """clear_parameters, then update_parameters, on graphs captured as the flags say (over the
+    stand-in models, or those ``make_models`` makes)."""
     bus, log = EventBus(), CallLog()
-    runner = StandInRunner(combo, bus, log)
+    runner = StandInRunner(combo, bus, log, make_models(combo, bus, log) if make_models else None)
+    explain = runner.chosen.explain
     recorder = LifecycleRecorder(cast("Runtime", SimpleNamespace(events=bus)))  # it reads only ``.events``
     rows = []
     with recorder:
         runner.capture_model()
         del log[:]
         clear = RunnerRow(combo, "clear_parameters")
+        caused: list[Finding] = []
         try:
             cls.clear_parameters(runner, 0)
         except MissingDependency:  # the body used a module stood in for at import: exit 6, by name
             raise
-        except Exception as err:  # FastDeploy's body hit something the stand-ins do not model
-            clear.error = _describe_error(err)
+        except Exception as err:  # the models' own defect (explained), or something the stand-ins do not model
+            caused = explain(err, "clear_parameters")
+            clear.error = None if caused else _describe_error(err)
         recorder.check_cleared()
-        clear.findings, clear.calls = recorder.findings(), list(log)
+        clear.findings, clear.calls = caused + recorder.findings(), list(log)
         rows.append(clear)
-        seen = len(clear.findings)
+        seen, caused = len(clear.findings) - len(caused), []
         del log[:]
         update = RunnerRow(combo, "update_parameters")
         if hasattr(cls, "update_parameters"):
@@ -306,8 +347,9 @@ def _run_combo(cls: Any, combo: Combo) -> list[RunnerRow]:
             except MissingDependency:
                 raise
             except Exception as err:
-                update.error = _describe_error(err)
-            update.findings = [f for f in recorder.findings()[seen:] if f.code == "FDC204"]
+                caused = explain(err, "update_parameters")
+                update.error = None if caused else _describe_error(err)
+            update.findings = caused + [f for f in recorder.findings()[seen:] if f.code == "FDC204"]
             update.calls = list(log)
             rows.append(update)
     return rows
@@ -344,12 +386,12 @@ def skip_reason(combo: Combo, has_draft_graphs: bool) -> str | None:
     return None
 
 
-def run_combo(cls: type, combo: Combo, has_draft_graphs: bool) -> list[RunnerRow]:
+def run_combo(cls: type, combo: Combo, has_draft_graphs: bool, make_models: ModelFactory | None = None) -> list[RunnerRow]:
     """clear_parameters and update_parameters rows of one combination (n/a rows when it cannot arise)."""
     why = skip_reason(combo, has_draft_graphs)
     if why is not None:
         return [RunnerRow(combo, method, skipped=why) for method in ("clear_parameters", "update_parameters")]
-    return _run_combo(cls, combo)
+    return _run_combo(cls, combo, make_models)
 
 
 def check_runner(checkout: Checkout) -> RunnerReport:

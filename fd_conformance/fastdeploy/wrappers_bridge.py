@@ -250,7 +250,8 @@ def _where(err: BaseException, checkout: Checkout) -> str:
     return f" at {frame.filename.removeprefix(str(checkout.root) + '/')}:{frame.lineno}" if frame else ""
 
 
-def _describe(err: BaseException, checkout: Checkout) -> str:
+def describe(err: BaseException, checkout: Checkout) -> str:
+    """``Type: first line of the message at fastdeploy/x.py:12`` (the checkout's innermost line)."""
     text = str(err).splitlines()[0] if str(err) else ""
     return f"{type(err).__name__}: {text[:160]}{_where(err, checkout)}"
 
@@ -314,6 +315,24 @@ def _entries(piecewise: Any) -> list[Any]:
     return found
 
 
+def graph_entries(owner: Any) -> list[Any]:
+    """The entries of ``owner``'s graph-opt backend that hold captured graphs (its piecewise
+    backend made first, as the first step with graphs on makes it)."""
+    return _entries(_piecewise(getattr(owner, BACKEND_ATTR)))
+
+
+def record_graph(bus: EventBus, entry: Any, label: str, owner: str, **captured: Any) -> RecordedGraph:
+    """A recorded graph put where FastDeploy keeps ``entry``'s captured graph; its capture and its
+    death are events on ``bus`` (``captured``: the buffers and groups it captured)."""
+    graph = RecordedGraph(label)
+    entry.cuda_graph = graph
+    if hasattr(entry, "captured"):
+        entry.captured = True
+    bus.emit(EventKind.GRAPH_CAPTURED, label, id(graph), owner=owner, **captured)
+    weakref.finalize(graph, bus.emit, EventKind.GRAPH_DESTROYED, label, id(graph), owner=owner)
+    return graph
+
+
 class _Recording:
     """The recorded graphs of one wrapper and the lifecycle recorder judging them."""
 
@@ -323,19 +342,14 @@ class _Recording:
         self.recorder.start()
 
     def plant(self, path: str, owner: Any) -> int:
-        entries = _entries(_piecewise(getattr(owner, BACKEND_ATTR)))
+        entries = graph_entries(owner)
         for index, entry in enumerate(entries):
-            shape = getattr(entry, "real_shape", index)
-            graph = RecordedGraph(f"{path}:{shape}")
-            entry.cuda_graph = graph
-            if hasattr(entry, "captured"):
-                entry.captured = True
-            self.bus.emit(EventKind.GRAPH_CAPTURED, graph.label, id(graph), owner=path)
-            weakref.finalize(graph, self.bus.emit, EventKind.GRAPH_DESTROYED, graph.label, id(graph), owner=path)
+            record_graph(self.bus, entry, f"{path}:{getattr(entry, 'real_shape', index)}", path)
         return len(entries)
 
 
-def _clear_method(cls: type) -> tuple[str | None, Any]:
+def clear_method(cls: type) -> tuple[str | None, Any]:
+    """The clear the engine's call reaches on ``cls`` (either spelling, canonical first) and its function."""
     for name in (CANONICAL, LEGACY):
         if callable(getattr(cls, name, None)):
             return name, getattr(cls, name)
@@ -354,17 +368,25 @@ def _needs_arguments(method: Any) -> list[str]:
     ]
 
 
+def uncallable_clear(cls: type) -> list[Finding]:
+    """FDC001 (no clear) or FDC005 (a clear the engine's argument-less call cannot reach), judged
+    by class: such a wrapper is never built (building one may fetch a checkpoint's config)."""
+    spelling, method = clear_method(cls)
+    if spelling is None:
+        message = f"{cls.__qualname__} has no clear method: its recorded graphs cannot be cleared"
+        return [make_finding("FDC001", message, cls=cls.__qualname__)]
+    if needed := _needs_arguments(method):
+        message = f"{cls.__qualname__}.{spelling}() requires {', '.join(needed)}; the engine passes none"
+        return [make_finding("FDC005", message, params=", ".join(needed))]
+    return []
+
+
 def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: Checkout) -> WrapperRow:
     """Build one wrapper, record graphs in its backends, run its real clear before capture,
     after it and twice; one row."""
     row = WrapperRow(name, f"{cls.__module__}.{cls.__qualname__}")
-    spelling, method = _clear_method(cls)
-    if spelling is None:
-        message = f"{cls.__qualname__} has no clear method: its recorded graphs cannot be cleared"
-        row.findings.append(make_finding("FDC001", message, cls=cls.__qualname__))
-    elif needed := _needs_arguments(method):
-        message = f"{cls.__qualname__}.{spelling}() requires {', '.join(needed)}; the engine passes none"
-        row.findings.append(make_finding("FDC005", message, params=", ".join(needed)))
+    spelling, _ = clear_method(cls)
+    row.findings.extend(uncallable_clear(cls))
     if row.findings:  # judged by class: there is no clear the engine could call
         row.verdict, row.reason = "FAIL", "not built: the engine's call cannot reach a clear"
         return row
@@ -373,7 +395,7 @@ def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: 
     except MissingDependency:
         raise
     except Exception as err:  # one wrapper that will not build on CPU is its row, never the table
-        row.verdict, row.reason = "not built", f"does not build on CPU: {_describe(err, checkout)}"
+        row.verdict, row.reason = "not built", f"does not build on CPU: {describe(err, checkout)}"
         return row
     holders = list(backends_of(wrapper))
     if not holders:
@@ -395,7 +417,7 @@ def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: 
             row.findings.append(
                 make_finding(
                     "FDC303",
-                    f"{cls.__qualname__}.{spelling}() {when} raised {_describe(err, checkout)}",
+                    f"{cls.__qualname__}.{spelling}() {when} raised {describe(err, checkout)}",
                     call=f"{cls.__qualname__}.{spelling}()",
                 )
             )
@@ -408,7 +430,7 @@ def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: 
             row.graphs += recording.plant(path, owner)
             row.backends.append(path)
     except Exception as err:
-        row.verdict, row.reason = "ERROR", f"could not record graphs in its backends: {_describe(err, checkout)}"
+        row.verdict, row.reason = "ERROR", f"could not record graphs in its backends: {describe(err, checkout)}"
         return row
     if call("after capture"):
         gc.collect()  # a graph kept only by a reference cycle would still hold its memory pool
@@ -487,28 +509,50 @@ def fd_config_of(config: types.ModuleType, families: tuple[str, ...]) -> Any:
         return make_fd_config(config, families)
 
 
+class WrapperBuilder:
+    """Builds registered wrappers on CPU: the checkout's registry, one tiny FDConfig per family
+    (made when first needed), every module reporting CUDA while a wrapper is built."""
+
+    def __init__(self, checkout: Checkout) -> None:
+        """Raises what FastDeploy raises when its config module, registry or tiny FDConfig fails."""
+        self.config = import_module(CONFIG_MODULE, checkout)
+        self.wrappers = registered_wrappers(checkout)
+        self.configs: dict[tuple[str, ...], Any] = {(): fd_config_of(self.config, ())}
+
+    def fd_config(self, cls: type) -> Any:
+        families = families_of(cls)
+        if families not in self.configs:
+            self.configs[families] = fd_config_of(self.config, families)
+        return self.configs[families]
+
+    def build(self, cls: type, sharing_model: Any = None) -> Any:
+        """``cls`` built; an MTP draft with ``sharing_model``, the main wrapper whose embedding and
+        head it shares (FastDeploy's proposer sets it on the speculative config before loading)."""
+        fd_config = self.fd_config(cls)
+        speculative = getattr(fd_config, "speculative_config", None)
+        before = getattr(speculative, "sharing_model", None)
+        if speculative is not None and sharing_model is not None:
+            speculative.sharing_model = sharing_model
+        try:
+            with cuda_everywhere():
+                return cls(fd_config)
+        finally:
+            if speculative is not None and sharing_model is not None:
+                speculative.sharing_model = before
+
+
 def check_wrappers(checkout: Checkout) -> WrappersReport:
     """Every registered wrapper built and cleared for real; one row each."""
     report = WrappersReport("fastdeploy.model_executor.models (instances)")
     try:
-        config = import_module(CONFIG_MODULE, checkout)
-        wrappers = registered_wrappers(checkout)
-        configs: dict[tuple[str, ...], Any] = {(): fd_config_of(config, ())}
+        builder = WrapperBuilder(checkout)
     except MissingDependency:
         raise
     except Exception as err:
-        report.error = f"could not build a tiny FDConfig: {_describe(err, checkout)}"
+        report.error = f"could not build a tiny FDConfig: {describe(err, checkout)}"
         return report
-
-    def build(cls: type) -> Any:
-        families = families_of(cls)
-        if families not in configs:
-            configs[families] = fd_config_of(config, families)
-        with cuda_everywhere():
-            return cls(configs[families])
-
-    for cls, name in sorted(wrappers.items(), key=lambda item: item[1]):
-        row = check_wrapper(cls, name, build, checkout)
+    for cls, name in sorted(builder.wrappers.items(), key=lambda item: item[1]):
+        row = check_wrapper(cls, name, builder.build, checkout)
         if row.findings and row.verdict == "ERROR":  # what was found before the bridge got stuck still fails it
             row.verdict = "FAIL"
         report.rows.append(row)
