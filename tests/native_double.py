@@ -4,14 +4,17 @@
 :class:`TapeGraph` keeps the semantics the kit's rules are about, not the speed: between
 ``capture_begin`` and ``capture_end`` it records every aten op with ALIASES of the tensors it
 touched (the storage they had then, as a CUDA graph bakes in addresses), and ``replay`` runs the
-ops again into the same output storage. So a weight swapped with ``param.data = new`` is not seen
-by a replay (stale, as on a GPU), and a weight whose storage was resized to 0 makes the replay
-fail (a GPU would read freed memory). :func:`graph` and :func:`graph_pool_handle` stand in for
+ops again into the same output storage. It keeps nothing alive that it read (a CUDA graph holds
+addresses, not tensors): when a storage the capture read is gone from its owner -- the weight
+swapped with ``param.data = new``, resized to 0, deleted -- a GPU replay would read freed memory,
+and the double's replay makes every floating-point tensor it made read NaN instead (what the
+kit's runtime does to memory it frees), so the stale replay is visible in the outputs. :func:`graph` and :func:`graph_pool_handle` stand in for
 ``torch.cuda.graph`` and ``torch.cuda.graph_pool_handle``, which need a device.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,13 +31,34 @@ class _Tape(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[tuple[Any, Any, Any, Any]] = []
+        # Storages the capture read but did not make (weights, buffers, static inputs): the
+        # tensor that held each one (weakly: a graph keeps nothing alive) and its address then.
+        self.external: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+        self._made: set[int] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        for tensor in tree_flatten((args, kwargs))[0]:
+            if isinstance(tensor, torch.Tensor):
+                key = tensor.untyped_storage()._cdata
+                if key not in self._made and key not in self.external:
+                    self.external[key] = (weakref.ref(tensor), tensor.untyped_storage().data_ptr())
         out = func(*args, **kwargs)
+        for tensor in tree_flatten(out)[0]:
+            if isinstance(tensor, torch.Tensor) and tensor.untyped_storage()._cdata not in self.external:
+                self._made.add(tensor.untyped_storage()._cdata)
         alias = tree_map_only(torch.Tensor, lambda t: t.detach(), (args, kwargs, out))
         self.ops.append((func, alias[0], alias[1], alias[2]))
         return out
+
+    def reads_freed_memory(self) -> bool:
+        """A storage the capture read is gone from its owner (the tensor collected, its storage
+        resized to 0 or swapped for another): a GPU replay would read freed memory."""
+        for ref, address in self.external.values():
+            tensor = ref()
+            if tensor is None or tensor.untyped_storage().data_ptr() != address:
+                return True
+        return False
 
 
 class TapeGraph:
@@ -43,6 +67,7 @@ class TapeGraph:
     def __init__(self, keep_graph: bool = False) -> None:
         self._tape: list[tuple[Any, Any, Any, Any]] | None = None
         self._mode: _Tape | None = None
+        self._captured: _Tape | None = None
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **_: Any) -> None:
         if self._tape is not None:
@@ -54,11 +79,15 @@ class TapeGraph:
         mode, self._mode = self._mode, None
         assert mode is not None, "capture_end without capture_begin"
         mode.__exit__(None, None, None)
-        self._tape = mode.ops
+        self._tape, self._captured = mode.ops, mode
 
     def replay(self) -> None:
         if self._tape is None:
             raise RuntimeError("replay() of a graph that is not captured")
+        assert self._captured is not None
+        if self._captured.reads_freed_memory():
+            self._poison_outputs()
+            return
         with torch.no_grad():
             for func, args, kwargs, out in self._tape:
                 result = func(*args, **kwargs)
@@ -66,8 +95,20 @@ class TapeGraph:
                     if isinstance(dst, torch.Tensor) and dst is not src:
                         dst.copy_(src)
 
+    def _poison_outputs(self) -> None:
+        """What reading freed memory gives, made visible: every floating-point tensor the graph
+        made (never one it only read) reads NaN, as the kit's runtime poisons what it frees."""
+        assert self._tape is not None and self._captured is not None
+        with torch.no_grad():
+            for _, _, _, out in self._tape:
+                for tensor in tree_flatten(out)[0]:
+                    storage = tensor.untyped_storage() if isinstance(tensor, torch.Tensor) else None
+                    if storage is not None and storage._cdata not in self._captured.external and storage.nbytes():
+                        if tensor.is_floating_point():
+                            tensor.fill_(float("nan"))
+
     def reset(self) -> None:
-        self._tape = None
+        self._tape, self._captured = None, None
 
     def pool(self) -> Any:
         return None
@@ -83,6 +124,15 @@ def graph(cuda_graph: TapeGraph, pool: Any = None, stream: Any = None, capture_e
         cuda_graph.capture_end()
 
 
+class NoStream:
+    """``torch.cuda.Stream`` on a CPU-only build: making one gives None (``torch.cuda.stream(None)``
+    is a no-op). A class, not a function: libraries annotate with ``torch.cuda.Stream | None`` at
+    import time (transformers' continuous batching does)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+        return None
+
+
 def graph_pool_handle() -> Any:
     return object()
 
@@ -96,7 +146,7 @@ def install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda.graphs, "graph_pool_handle", graph_pool_handle)
     if not torch.cuda.is_available():
         monkeypatch.setattr(torch.cuda, "synchronize", lambda *args, **kwargs: None)
-        monkeypatch.setattr(torch.cuda, "Stream", lambda *args, **kwargs: None)  # torch.cuda.stream(None) is a no-op
+        monkeypatch.setattr(torch.cuda, "Stream", NoStream)
 
 
 _session_patch = pytest.MonkeyPatch()

@@ -33,6 +33,23 @@ class ProtocolError(UsageError):
     """A class the kit was asked to decorate or alias breaks the protocol (e.g. FDC003)."""
 
 
+#: Set on a callable the kit itself put on an instance for the duration of a check (native mode
+#: makes each clear method an observation point there): the protocol judges the author's code
+#: behind it, never the kit's wrapper (which would read as an instance method of the author's).
+KIT_OBSERVATION_MARK = "__fd_observation_point__"
+
+
+def authored(value: Any) -> Any:
+    """The author's callable behind a kit observation point, else ``value`` itself."""
+    return value.__wrapped__ if getattr(value, KIT_OBSERVATION_MARK, False) else value
+
+
+def own_attributes(obj: object) -> dict[str, Any]:
+    """The instance's own attributes as its author set them (the kit's observation points left out)."""
+    state = getattr(obj, "__dict__", {}) if not isinstance(obj, type) else {}
+    return {name: value for name, value in state.items() if not getattr(value, KIT_OBSERVATION_MARK, False)}
+
+
 class AliasEntry:
     """Base of the descriptor the kit installs under both spellings (:mod:`.alias`): resolution
     sees through it to ``original``, the class's own entry under that name (None: a pure alias)."""

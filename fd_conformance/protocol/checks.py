@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from fd_conformance.findings import Finding, Location, Severity, make_finding
-from fd_conformance.protocol.base import Definition, class_location
+from fd_conformance.protocol.base import Definition, class_location, own_attributes
 from fd_conformance.protocol.resolution import (
     MISSING,
     Binding,
@@ -106,7 +106,7 @@ def check_fdc006_not_callable(target: Target) -> list[Finding]:
     first one found: the engine's call fails there."""
     if not isinstance(target.obj, type):
         for spelling in SPELLINGS:
-            value = getattr(target.obj, "__dict__", {}).get(spelling, MISSING)
+            value = own_attributes(target.obj).get(spelling, MISSING)
             if value is not MISSING and not callable(value):
                 return [_not_callable(target.name, spelling, value, class_location(target.cls))]
     if target.shadow is not None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fd_conformance.protocol.base import AliasEntry, Definition
+from fd_conformance.protocol.base import AliasEntry, Definition, own_attributes
 from fd_conformance.protocol.shims import is_self_shim, shim_target
 from fd_conformance.spelling import CANONICAL, LEGACY, SPELLINGS, near_miss
 
@@ -195,7 +195,7 @@ def near_misses(obj: object) -> list[str]:
     deliberate private helpers, not typos: flagging them as FDC004 errors would be a false alarm.
     """
     names = set(dir(obj if isinstance(obj, type) else type(obj)))
-    names.update(getattr(obj, "__dict__", {}) if not isinstance(obj, type) else ())
+    names.update(own_attributes(obj))
     return sorted(n for n in names if near_miss(n) is not None)
 
 
@@ -285,7 +285,7 @@ def instance_method(obj: object) -> Any | None:
     """A callable the instance itself holds under the canonical name (it shadows the class), else None."""
     if isinstance(obj, type):
         return None
-    value = getattr(obj, "__dict__", {}).get(CANONICAL, MISSING)
+    value = own_attributes(obj).get(CANONICAL, MISSING)
     return value if value is not MISSING and callable(value) else None
 
 

@@ -359,6 +359,11 @@ class Runtime(abc.ABC):
         """Why native mode cannot run here (a skip reason), or None when it can."""
         return f"native graph mode is torch-only for now: no {self.name} GPU build was reachable to prove it on"
 
+    def observes_natively(self) -> bool:
+        """A native observer of this runtime is installed now: the framework's graph class reports
+        every graph, the kit's own included, so the kit's graphs must not report themselves too."""
+        return False
+
     def observe_native_graphs(self) -> GraphObserver:
         """Start observing the framework's own graphs (see :class:`GraphObserver`)."""
         raise UsageError(
@@ -483,6 +488,9 @@ class RecordedGraph(Graph):
         self._buffers: tuple[tuple[str, Any], ...] = ()
         self._groups: tuple[Group, ...] = ()
         self._finalizer: weakref.finalize[..., RecordedGraph] | None = None
+        # Captured while a native observer watched the framework's class: the observer reports
+        # this graph (the same events, derived from the framework), so it stays silent itself.
+        self._observed = False
 
     # --- framework-specific parts ---------------------------------------------------
     @abc.abstractmethod
@@ -538,6 +546,9 @@ class RecordedGraph(Graph):
             self._buffers, self._groups = (), ()
             raise
         self._alive = True
+        self._observed = self.runtime.observes_natively()
+        if self._observed:
+            return outputs
         self._finalizer = weakref.finalize(self, _emit_collected, self.runtime.events, self.label, self.owner, id(self))
         self._finalizer.atexit = False  # at interpreter exit nobody is listening; stay quiet
         self.runtime.events.emit(
@@ -555,7 +566,10 @@ class RecordedGraph(Graph):
             raise RuntimeError(f"graph {self.label!r} ({self.owner}) is not captured; capture() before replay()")
         # Emitted before replaying with the buffers' CURRENT addresses, so the recorder can judge a
         # replay on a GPU, where replaying a stale graph does not raise.
-        self.runtime.events.emit(EventKind.GRAPH_REPLAYED, self.label, id(self), owner=self.owner, buffers=self.current_refs())
+        if not self._observed:
+            self.runtime.events.emit(
+                EventKind.GRAPH_REPLAYED, self.label, id(self), owner=self.owner, buffers=self.current_refs()
+            )
         self._replay()
 
     def reset(self) -> None:
@@ -567,4 +581,5 @@ class RecordedGraph(Graph):
         self._reset()
         self._alive = False
         self._buffers, self._groups = (), ()
-        self.runtime.events.emit(EventKind.GRAPH_DESTROYED, self.label, id(self), owner=self.owner)
+        if not self._observed:
+            self.runtime.events.emit(EventKind.GRAPH_DESTROYED, self.label, id(self), owner=self.owner)

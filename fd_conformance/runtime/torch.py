@@ -197,7 +197,9 @@ class TorchRuntime(Runtime):
 
     # --- graphs -------------------------------------------------------------------------
     def new_graph(self, label: str, owner: str = "main") -> Graph:
-        if self.device == "cuda":
+        # Under a native observer the kit's graphs are framework graphs like the model's own (on a
+        # CPU that is only so with a test double in place of the class: the observer needs one).
+        if self.device == "cuda" or self.observes_natively():
             return TorchCudaGraph(self, label, owner)
         return self.host.new_graph(self, label, owner)
 
@@ -208,6 +210,9 @@ class TorchRuntime(Runtime):
         if self.device != "cuda" and torch.cuda.CUDAGraph is torch_native.TORCH_CUDA_GRAPH:
             return "native CUDA graphs need a GPU"
         return None
+
+    def observes_natively(self) -> bool:
+        return torch_native.observing(self)
 
     def observe_native_graphs(self) -> GraphObserver:
         reason = self.native_graphs_unavailable()

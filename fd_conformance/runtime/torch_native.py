@@ -62,6 +62,11 @@ TABLES = ("_parameters", "_buffers")  # where nn.Module keeps what a graph reads
 _ACTIVE: list[TorchGraphObserver] = []
 
 
+def observing(runtime: Runtime) -> bool:
+    """An observer installed on ``runtime``'s events is watching the graph class now."""
+    return any(observer.runtime is runtime for observer in _ACTIVE)
+
+
 def live_native_graphs() -> int:
     """Observed framework graphs alive now (the CUDA runtime keeps cuBLAS workspaces while any is)."""
     return sum(observer.live_count() for observer in _ACTIVE)

@@ -90,7 +90,9 @@ def _referents(obj: Any) -> list[Any]:
 def _graphs_reachable(root: Any, avoid: Any) -> set[int]:
     """Ids of the graphs reachable from ``root`` through its attributes and containers, without
     passing through ``avoid`` (the other model) or the objects every model shares."""
-    graph_types = (Graph, *OBSERVED_GRAPH_TYPES)
+    # Native mode looks for the framework's graph objects only: a kit graph made meanwhile is a
+    # framework graph in a kit wrapper (runtime.new_graph under an observer), walked through.
+    graph_types = tuple(OBSERVED_GRAPH_TYPES) or (Graph,)
     found: set[int] = set()
     seen = {id(root)}
     stack = [root]
@@ -100,7 +102,6 @@ def _graphs_reachable(root: Any, avoid: Any) -> set[int]:
             if ref is None or id(ref) in seen or ref is avoid or isinstance(ref, _NOT_OWNERS):
                 continue
             seen.add(id(ref))
-            # The kit's graphs, and in native mode the framework's graph objects being observed
             if isinstance(ref, graph_types):
                 found.add(id(ref))  # a graph is owned, not walked through
             else:

@@ -17,20 +17,22 @@ pytestmark = pytest.mark.conformance("protocol")
 
 def test_protocol(fd_subject: Any, fd_verdict: CheckVerdict) -> None:
     from fd_conformance.protocol import CANONICAL, LEGACY, check_protocol, legacy_alias, same_clear_target
+    from fd_conformance.protocol.base import authored, own_attributes
 
     for role, model in models_of(fd_subject):
         findings = check_protocol(model)
         fd_verdict.extend(findings)
         if any(f.is_error for f in findings):
             continue  # the alias refuses non-conforming classes; the findings already say why
-        if callable(getattr(model, "__dict__", {}).get(CANONICAL)):
+        if callable(own_attributes(model).get(CANONICAL)):
             continue  # the instance's own callable (set in __init__) shadows the class: no alias is involved
         cls = type(model)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # the legacy spelling is FDC002's job
             with legacy_alias(cls):
-                canonical = getattr(model, CANONICAL, None)
-                legacy = getattr(model, LEGACY, None)
+                # authored(): native mode's observation points are the kit's, not the author's
+                canonical = authored(getattr(model, CANONICAL, None))
+                legacy = authored(getattr(model, LEGACY, None))
                 # Compared by definition, not identity: a descriptor binds a new object per read.
                 same = canonical is not None and legacy is not None and same_clear_target(canonical, legacy)
         if not same:

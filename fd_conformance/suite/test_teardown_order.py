@@ -95,7 +95,7 @@ def test_teardown_after_flag_switch(
         stranded = [left for left in survivors(recorder, fd_subject) if left.runner_at_fault]
     if stranded:
         # One defect, one check: what the runner leaves with the flags untouched is test_teardown_order's.
-        left_anyway = roles_left_with_flags_untouched(fd_case, fd_runtime)
+        left_anyway = roles_left_with_flags_untouched(fd_case, fd_runtime, fd_subject)
         stranded = [left for left in stranded if left.role not in left_anyway]
     code = "FDC206" if fd_case.switches_graph_flags_at_run_time else "FDC205"
     name = type(runner).__qualname__
@@ -113,14 +113,18 @@ def capture_and_step(case: ModelCase, subject: Any) -> None:
         subject.forward(subject.make_inputs(size))
 
 
-def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime) -> set[str]:
+def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime, like: Any) -> set[str]:
     """Roles ("main", "draft", "runner") of the graphs a FRESH subject's clear_parameters() leaves
     with every flag on and untouched since capture; empty when the build or the run fails (nothing
-    is then proven to be the other check's finding)."""
+    is then proven to be the other check's finding). ``like`` is the check's own subject: a native
+    one's sibling is observed the same way (a native subject has no graphs() of its own)."""
+    from fd_conformance.cases.native import NativeSubject
+
     try:
-        subject = case.factory(runtime)
+        built: Any = case.factory(runtime)
     except Exception:  # noqa: BLE001 - the fixture's build of the same factory succeeded; judge without it
         return set()
+    subject = like.sibling(built) if isinstance(like, NativeSubject) else built
     try:
         graphs_on(subject)
         with recorded(runtime) as recorder:
@@ -132,7 +136,10 @@ def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime) -> set[st
     finally:
         for graph in list(subject.graphs()):
             graph.reset()
-        del subject
+        if isinstance(subject, NativeSubject):
+            subject.close()
+            like.bind_roots()
+        del subject, built
         gc.collect()
 
 
