@@ -9,6 +9,10 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
 * replay CPU: the same N replay calls without the final synchronize, per call: the launch path
   alone, where the hook's Python runs (a GPU-bound loop hides it; a launch-bound one does not).
 
+* hooks alone: the same captures around a graph class that does nothing (no device, no graph
+  work), so what is left is the hooks' own Python per capture and per module call -- the fixed
+  cost the capture column's percentage divides by the device's capture time.
+
 Models: Quill's decoder as the native suites run it (tests/fixtures/native_models, hidden 32), and
 a serving-sized stack of the same mixers (hidden 2048, 8 mixers, 64 tokens).
 
@@ -89,6 +93,36 @@ def time_replay(model: torch.nn.Module, x: torch.Tensor, device: str, n: int) ->
     return (done - start) / n, (launched - start) / n
 
 
+class NullGraph:
+    """A graph class that captures nothing: timing a capture around it times the hooks alone."""
+
+    def capture_begin(self, *args: Any, **kwargs: Any) -> None: ...
+    def capture_end(self) -> None: ...
+    def replay(self) -> None: ...
+    def reset(self) -> None: ...
+
+
+def hook_cost(runtime: Runtime, model: torch.nn.Module, x: torch.Tensor, n: int) -> tuple[float, float, int]:
+    """(median s per capture without hooks, with hooks, module calls per capture) around NullGraph."""
+    from fd_conformance.runtime.torch_native import TorchGraphObserver
+
+    calls = sum(1 for _ in model.modules())
+
+    def capture_once() -> float:
+        graph = NullGraph()
+        start = time.perf_counter()
+        graph.capture_begin()
+        model(x)
+        graph.capture_end()
+        return time.perf_counter() - start
+
+    off = statistics.median(capture_once() for _ in range(n))
+    with TorchGraphObserver(runtime, NullGraph) as observer, LifecycleRecorder(runtime):
+        observer.set_roots([("main", model)])
+        on = statistics.median(capture_once() for _ in range(n))
+    return off, on, calls
+
+
 def measure(hooks: bool, runtime: Runtime, fn: Callable[..., Any], model: torch.nn.Module, *args: Any) -> Any:
     """``fn(model, *args)``, with the hooks installed and a recorder listening when ``hooks``."""
     if not hooks:
@@ -135,6 +169,11 @@ def main() -> int:
                 off, on = med[False][i], med[True][i]
                 cells.append(f"{f'{off * scale:.3f}/{on * scale:.3f}':>{width}} {100 * (on - off) / off:>+6.1f}%")
             print(f"{label:<48} {' '.join(cells)}")
+        print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
+        for label, model, x in models("cpu", args.quick):
+            off, on, calls = hook_cost(get_runtime("torch", "cpu"), model.cpu(), x.cpu(), 50 if args.quick else 2000)
+            added = (on - off) * 1e6
+            print(f"  {label:<46} +{added:.1f} us per capture, {added / calls:.1f} us per module ({calls} modules)")
     return 0
 
 

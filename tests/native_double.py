@@ -8,7 +8,8 @@ ops again into the same output storage. It keeps nothing alive that it read (a C
 addresses, not tensors): when a storage the capture read is gone from its owner -- the weight
 swapped with ``param.data = new``, resized to 0, deleted -- a GPU replay would read freed memory,
 and the double's replay makes every floating-point tensor it made read NaN instead (what the
-kit's runtime does to memory it frees), so the stale replay is visible in the outputs. :func:`graph` and :func:`graph_pool_handle` stand in for
+kit's runtime does to memory it frees), so the stale replay is visible in the outputs. Collectives
+(``c10d`` ops) run at capture and are not replayed: in a one-rank world they change nothing. :func:`graph` and :func:`graph_pool_handle` stand in for
 ``torch.cuda.graph`` and ``torch.cuda.graph_pool_handle``, which need a device.
 """
 
@@ -44,6 +45,11 @@ class _Tape(TorchDispatchMode):
                 if key not in self._made and key not in self.external:
                     self.external[key] = (weakref.ref(tensor), tensor.untyped_storage().data_ptr())
         out = func(*args, **kwargs)
+        if getattr(func, "namespace", "") == "c10d":
+            # A collective runs once, at capture, and is not replayed: in the one-rank worlds of the
+            # kit's tests it changes nothing, and the tape must hold no process group or work
+            # handle (gloo's destructors wait on a group torn down under them).
+            return out
         for tensor in tree_flatten(out)[0]:
             if isinstance(tensor, torch.Tensor) and tensor.untyped_storage()._cdata not in self.external:
                 self._made.add(tensor.untyped_storage()._cdata)

@@ -186,7 +186,7 @@ class TorchGraphObserver(GraphObserver):
         self._records: dict[int, _Observed] = {}
         self._proxies: list[NativeGraph] = []
         self._watched: dict[tuple[int, str, str], _Slot] = {}
-        self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], list[tuple[str, str]], tuple[_Slot, ...]]] = {}
+        self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[tuple[str, ...], ...], tuple[_Slot, ...]]] = {}
         self._capturing: list[_Observed] = []
         self._hook: Any = None  # the global forward pre-hook, while a capture is open
         self._numbers = itertools.count(1)
@@ -443,10 +443,14 @@ class TorchGraphObserver(GraphObserver):
     def _slots_of(self, module: torch.nn.Module) -> tuple[_Slot, ...]:
         """The module's own parameter and buffer slots, remembered per module: the same modules
         run in every capture, and a capture's cost is paid on the serving path."""
-        keys = _captured_keys(module)
+        state = module.__dict__
+        # What keys the tables hold, read at C speed (no per-entry Python): a weight deleted, or
+        # registered under another name, changes it; one set to None or back in place does not.
+        names = (tuple(state.get(TABLES[0], ())), tuple(state.get(TABLES[1], ())))
         cached = self._module_slots.get(id(module))
-        if cached is None or cached[0]() is not module or cached[1] != keys:
-            cached = (weakref.ref(module), keys, tuple(self._slot(module, table, key) for table, key in keys))
+        if cached is None or cached[0]() is not module or cached[1] != names:
+            slots = tuple(self._slot(module, table, key) for table, key in _captured_keys(module))
+            cached = (weakref.ref(module), names, slots)
             self._module_slots[id(module)] = cached
         return cached[2]
 
