@@ -273,7 +273,7 @@ class IsolationController:
         file cut short (SIGTERM, SIGKILL, OOM) can name the checks that never ran."""
         if self.log is None:
             return
-        from fd_conformance.session_plan import session_plan  # the plan plugin's hook ran first (tryfirst)
+        from fd_conformance.isolation.session_plan import session_plan  # the plan plugin's hook ran first (tryfirst)
 
         tests = list(session_plan(self.config).values())
         self.log.append(plan_record(tests, bool(self.config.getoption("fd_include_mutants", False))))

@@ -101,7 +101,7 @@ class ConformanceSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from fd_conformance import report  # the reports' code only in sessions that certified something
-        from fd_conformance.session_plan import session_plan
+        from fd_conformance.isolation.session_plan import session_plan
 
         # The verdict, once: every check each row owes (deselected ones and ones that never ended
         # included) against what ran. The session's exit status is the report's, so `pytest` and

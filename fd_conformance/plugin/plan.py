@@ -1,4 +1,4 @@
-"""Records the session's plan (:mod:`fd_conformance.session_plan`) where collection happens.
+"""Records the session's plan (:mod:`fd_conformance.isolation.session_plan`) where collection happens.
 
 In-process that is the session itself; under xdist each worker collects the same items and sends
 its plan to the controller through ``workeroutput``, so the verdict is computed once, where every
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from fd_conformance.isolation.results import PlannedTest
+from fd_conformance.isolation.session_plan import planned_test, session_plan
 from fd_conformance.matrix_keys import case_properties
-from fd_conformance.session_plan import planned_test, session_plan
 
 # The key of an xdist worker's plan in its workeroutput (sent to the controller as it shuts down).
 WORKEROUTPUT_PLAN = "fd_conformance_plan"

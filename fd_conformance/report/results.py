@@ -165,7 +165,7 @@ def with_plan(results: Sequence[CheckResult], planned: Iterable[Mapping[str, Any
     """The results judged against the plan: expected codes filled in, and a placeholder for every
     check a row owes without a result. The one place both routes (the session, a results file)
     fold the plan in, so they give one verdict."""
-    from fd_conformance.session_plan import owed_checks
+    from fd_conformance.isolation.session_plan import owed_checks
 
     owed = owed_checks(planned)
     results = with_expected(results, owed)
