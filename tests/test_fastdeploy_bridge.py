@@ -36,7 +36,7 @@ from fd_conformance.fastdeploy.checkout import (
 from fd_conformance.fastdeploy.config_bridge import check_checkout_config
 from fd_conformance.fastdeploy.models_bridge import check_models
 from fd_conformance.fastdeploy.runner_bridge import Combo, RunnerReport, check_runner
-from fd_conformance.fastdeploy.wrappers_bridge import WrapperRow, check_wrappers
+from fd_conformance.fastdeploy.wrappers_bridge import WrapperRow, WrappersReport, check_wrappers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fastdeploy_bridge"
 VARIANTS = FIXTURE / "variants"
@@ -491,12 +491,16 @@ def test_history_bad_range_is_one_line(broken_history: tuple[Path, list[str]], s
 
 
 # --------------------------------------------------------------------------- real wrappers (issue 26 item 2)
-def wrappers_of(root: Path) -> dict[str, WrapperRow]:
+def wrappers_report(root: Path) -> WrappersReport:
     checkout = locate(root)
     with import_environment(checkout):
         report = check_wrappers(checkout)
     assert report.error is None, report.error
-    return {r.name: r for r in report.rows}
+    return report
+
+
+def wrappers_of(root: Path) -> dict[str, WrapperRow]:
+    return {r.name: r for r in wrappers_report(root).rows}
 
 
 def test_wrappers_clean_tree_every_recorded_graph_is_cleared(tmp_path: Path) -> None:
@@ -507,6 +511,7 @@ def test_wrappers_clean_tree_every_recorded_graph_is_cleared(tmp_path: Path) -> 
         "TinyMTPForCausalLM": ("ok", []),
     }
     assert rows["TinyDenseForCausalLM"].backends == ["model"] and rows["TinyDenseForCausalLM"].graphs > 0
+    assert all(r.cleared_before_capture and r.before_capture is None for r in rows.values())
 
 
 def test_wrapper_whose_clear_misses_the_vision_tower_is_fdc203_naming_it(tmp_path: Path) -> None:
@@ -525,11 +530,77 @@ def test_wrapper_whose_clear_misses_the_vision_tower_is_fdc203_naming_it(tmp_pat
 
 
 def test_wrapper_delegating_with_the_wrong_argument_is_fdc303(tmp_path: Path) -> None:
-    rows = wrappers_of(make_tree(tmp_path, models=("model_clear_wrong_argument.py",)))
-    row = rows["TinyStrictForCausalLM"]
+    """Its clear raises always: after capture on its own row, before capture as a group of one
+    at its own line (no other wrapper reaches that line)."""
+    report = wrappers_report(make_tree(tmp_path, models=("model_clear_wrong_argument.py",)))
+    row = {r.name: r for r in report.rows}["TinyStrictForCausalLM"]
     assert row.verdict == "FAIL" and {f.code for f in row.findings} == {"FDC303"}
-    assert "before any capture raised AttributeError" in row.findings[0].message
+    assert "after capture raised AttributeError" in row.findings[0].message
     assert "model_clear_wrong_argument.py:" in row.findings[0].message
+    [group] = report.shared_raises
+    assert group.wrappers == ["TinyStrictForCausalLM"] and group.at.startswith(f"{MODELS}/model_clear_wrong_argument.py:")
+    assert group.cell().startswith("FDC303 (at: model_clear_wrong_argument.py:") and report.violations == 2
+
+
+BACKEND = "fastdeploy/model_executor/graph_optimization/graph_optimization_backend.py"
+# The develop shape: the backend's clear dereferences the piecewise backend made on the first forward.
+SHARED_BACKEND_RAISES = (
+    (
+        BACKEND,
+        "        if self.cudagraph_piecewise_backend is not None:\n            self.cudagraph_piecewise_backend.clear_graph()",
+        "        self.cudagraph_piecewise_backend.clear_graph()",
+    ),
+)
+
+
+def test_a_shared_backend_raising_before_capture_is_one_grouped_finding(tmp_path: Path) -> None:
+    """The develop shape: every wrapper's clear reaches one backend line that dereferences the
+    piecewise backend made on the first forward. One finding naming the line, the exception, the
+    fix and the wrappers; each row's own verdict is its clear after capture. A wrapper whose own
+    clear raises only after capture keeps its own row finding."""
+    root = make_tree(tmp_path, models=("model_clear_raises_after_capture.py",), edits=SHARED_BACKEND_RAISES)
+    report = wrappers_report(root)
+    rows = {r.name: r for r in report.rows}
+    [group] = report.shared_raises
+    assert group.wrappers == ["TinyDenseForCausalLM", "TinyMTPForCausalLM", "TinyMoeForCausalLM"]
+    assert group.at.startswith(f"{BACKEND}:") and group.raised.startswith("AttributeError: 'NoneType'")
+    assert group.cell() == f"FDC303 (shared: graph_optimization_backend.py:{group.at.rsplit(':')[-1]}, see below)"
+    message = group.finding().message
+    assert f"at {group.at} in 3 wrapper(s): TinyDenseForCausalLM, TinyMTPForCausalLM" in message and "eagerly" in message
+    for name in group.wrappers:  # their clear after capture reaches every graph: their own verdict is ok
+        assert (rows[name].verdict, rows[name].findings, rows[name].graphs > 0) == ("ok", [], True)
+    hasty = rows["TinyHastyForCausalLM"]
+    assert hasty.before_capture is None and hasty.cleared_before_capture
+    assert hasty.verdict == "FAIL" and [f.code for f in hasty.findings] == ["FDC303"]
+    assert "after capture raised RuntimeError" in hasty.findings[0].message
+    assert report.violations == 2  # the shared raise once, the hasty wrapper once
+
+
+def test_cli_prints_the_shared_raise_once_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_tree(tmp_path, models=("model_clear_raises_after_capture.py",), edits=SHARED_BACKEND_RAISES)
+    out_json = tmp_path / "bridge.json"
+    assert bridge_cli.run(bridge_cli_args(root, "--only", "wrappers", "--json", str(out_json))) == EXIT_VIOLATIONS
+    out = capsys.readouterr().out
+    assert "after capture 3 ok, 1 violate, 0 not checked" in out
+    assert "before any capture: 1 raise(s), each counted once by where it is raised, reached by 3 wrapper(s)" in out
+    assert out.count("| FDC303 (shared: graph_optimization_backend.py:") == 3
+    assert "| TinyHastyForCausalLM | ok | FAIL | FDC303 |" in out
+    assert out.count("(shared) graph_optimization_backend.py:") == 1
+    assert "2 table row(s) with violations" in out
+    import json
+
+    data = json.loads(out_json.read_text())["wrappers"]
+    [shared] = data["shared_raises"]
+    assert shared["code"] == "FDC303" and shared["at"].startswith(BACKEND) and len(shared["wrappers"]) == 3
+    assert {r["name"]: r["before_capture"] for r in data["rows"]} == {
+        "TinyDenseForCausalLM": "FDC303",
+        "TinyHastyForCausalLM": None,
+        "TinyMTPForCausalLM": "FDC303",
+        "TinyMoeForCausalLM": "FDC303",
+    }
+    from fd_conformance.fastdeploy.history import row_verdicts
+
+    assert row_verdicts({"wrappers": data})[f"wrappers before capture {BACKEND}"] == "FAIL FDC303"
 
 
 def test_wrapper_without_clear_or_needing_arguments_is_judged_without_building(tmp_path: Path) -> None:

@@ -196,16 +196,22 @@ def print_wrappers(out: TextIO, rep: Any, verbose: bool) -> None:
         out, f"4. Real wrappers: built on CPU, graphs recorded in their backends, their own clear called ({rep.where})", rep
     ):
         return
+    shared = rep.shared_raises
+    own = sum(r.verdict == "FAIL" for r in rep.rows)
     out.write(
-        f"{len(rep.rows)} wrappers: {sum(r.verdict == 'ok' for r in rep.rows)} ok, {rep.violations} violate, "
-        f"{rep.not_checked} not checked (not built on CPU or could not run: each row says why)\n"
+        f"{len(rep.rows)} wrappers: after capture {sum(r.verdict == 'ok' for r in rep.rows)} ok, {own} violate, "
+        f"{rep.not_checked} not checked (not built on CPU or could not run: each row says why); before any capture: "
+        f"{len(shared)} raise(s), each counted once by where it is raised, reached by "
+        f"{sum(len(g.wrappers) for g in shared)} wrapper(s)\n"
     )
+    cells = {name: group.cell() for group in shared for name in group.wrappers}
     _table(
         out,
-        ("wrapper", "verdict", "findings", "graphs recorded in", "why / what"),
+        ("wrapper", "clear before capture", "verdict (after capture)", "findings", "graphs recorded in", "why / what"),
         [
             (
                 r.name,
+                cells.get(r.name, "ok" if r.cleared_before_capture else "-"),
                 r.verdict,
                 _codes(r.findings),
                 f"{r.graphs} in {', '.join(r.backends)}" if r.graphs else ", ".join(r.backends) or "-",
@@ -218,6 +224,9 @@ def print_wrappers(out: TextIO, rep: Any, verbose: bool) -> None:
         for f in r.findings:
             if verbose or f.is_error:
                 out.write(f"  {r.name}: {f.code} {f.message}\n")
+    for group in shared:
+        finding = group.finding()
+        out.write(f"  (shared) {group.short_at}: {finding.code} {finding.message}\n")
 
 
 def _combo_cells(rows: Sequence[Any], method: str) -> str:
@@ -310,8 +319,21 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
                     "reason": r.reason,
                     "backends": r.backends,
                     "graphs": r.graphs,
+                    "before_capture": r.before_capture.code if r.before_capture else None,
+                    "raised_at": r.raised_at or None,
                 }
                 for r in w.rows
+            ],
+            "shared_raises": [
+                {
+                    "code": "FDC303",
+                    "when": "before any capture",
+                    "at": g.at or None,
+                    "raised": g.raised,
+                    "fix": g.fix,
+                    "wrappers": g.wrappers,
+                }
+                for g in w.shared_raises
             ],
         }
     if "real-runner" in reports:

@@ -10,6 +10,13 @@ or delegates with the wrong argument passes by class and fails here:
 * **FDC303** the clear raised: before any capture, after one, or called twice,
 * **FDC005** the clear cannot be called without arguments, **FDC001** there is none.
 
+A raise before any capture is judged apart from the wrapper's own verdict (which is its clear
+after capture and called twice) and grouped by where it was raised (:class:`SharedRaise`): on
+develop every wrapper's clear reaches the same shared backend line that dereferences a piecewise
+backend made only on the first forward, one defect that a per-wrapper count would report fifteen
+times. It stays a finding: the kit's contract says a clear before capture is a no-op, and the
+FDC205 fix (clear every wrapper unconditionally) would crash on it.
+
 How a wrapper is built: the checkout's own ``FDConfig`` (as the config table builds it, platform
 patched to CUDA so the ``@support_graph_optimization`` decorator builds a backend) with a tiny
 model config written here (:func:`tiny_model_config`), every ``fastdeploy`` module's
@@ -54,6 +61,7 @@ BACKEND_ATTR = "graph_opt_backend"
 PIECEWISE_ATTR = "cudagraph_piecewise_backend"
 PIECEWISE_CLASS = "CudaGraphPiecewiseBackend"
 MAX_DEPTH = 6  # wrapper -> model -> layers list -> layer -> ...: backends sit on the first levels
+BEFORE_CAPTURE = "before any capture"
 
 
 #: Model-config fields FastDeploy's layers read while building a wrapper, at tiny sizes: dense
@@ -225,6 +233,42 @@ class WrapperRow:
     reason: str = ""  # not built / ERROR: why; ok/FAIL: what was checked
     backends: list[str] = field(default_factory=list)  # where graphs were recorded
     graphs: int = 0
+    before_capture: Finding | None = None  # FDC303 raised by the clear before any capture (grouped: SharedRaise)
+    raised_at: str = ""  # where it was raised: the checkout's innermost file:line ("" when outside it)
+    raised: str = ""  # what was raised: ``Type: message``
+    cleared_before_capture: bool = False  # the clear before any capture ran and returned
+
+
+#: The fix for a clear that raises before any capture, wherever the raising line is.
+BEFORE_CAPTURE_FIX = "create what the clear clears eagerly (at build), or make the clear a no-op when nothing was captured"
+
+
+@dataclass
+class SharedRaise:
+    """One raise of the clear before any capture, with every wrapper whose clear raised it at the
+    same line: one defect in the code they share (FastDeploy's graph-opt backend), counted once."""
+
+    at: str
+    raised: str
+    wrappers: list[str]
+    fix: str = BEFORE_CAPTURE_FIX
+
+    @property
+    def short_at(self) -> str:
+        """``graph_optimization_backend.py:179``: what a row's cell names."""
+        return self.at.rsplit("/", 1)[-1] or "outside the checkout"
+
+    def cell(self) -> str:
+        """The affected rows' cell: ``FDC303 (shared: file.py:179, see below)``."""
+        return f"FDC303 ({'shared' if len(self.wrappers) > 1 else 'at'}: {self.short_at}, see below)"
+
+    def finding(self) -> Finding:
+        where = f" at {self.at}" if self.at else ""
+        message = (
+            f"the clear before any capture raised {self.raised}{where} in {len(self.wrappers)} wrapper(s): "
+            f"{', '.join(self.wrappers)}; fix: {self.fix}"
+        )
+        return make_finding("FDC303", message, call="clear before any capture")
 
 
 @dataclass
@@ -234,26 +278,48 @@ class WrappersReport:
     error: str | None = None
 
     @property
+    def shared_raises(self) -> list[SharedRaise]:
+        """The before-capture raises grouped by where they were raised (a raise outside the
+        checkout is its wrapper's own group), in the order of their first wrapper."""
+        groups: dict[str, SharedRaise] = {}
+        for row in self.rows:
+            if row.before_capture is not None:
+                key = row.raised_at or f"({row.name})"
+                groups.setdefault(key, SharedRaise(row.raised_at, row.raised, [])).wrappers.append(row.name)
+        return list(groups.values())
+
+    def shared_raise_of(self, row: WrapperRow) -> SharedRaise | None:
+        return next((g for g in self.shared_raises if row.name in g.wrappers), None)
+
+    @property
     def violations(self) -> int:
-        return sum(1 for r in self.rows if r.verdict == "FAIL")
+        """FAIL rows (each wrapper's own clear) plus each shared before-capture raise once."""
+        return sum(1 for r in self.rows if r.verdict == "FAIL") + len(self.shared_raises)
 
     @property
     def not_checked(self) -> int:
         return sum(1 for r in self.rows if r.verdict in ("not built", "ERROR"))
 
 
-def _where(err: BaseException, checkout: Checkout) -> str:
+def raised_at(err: BaseException, checkout: Checkout) -> str:
+    """``fastdeploy/x.py:12``: the innermost frame of ``err`` inside the checkout ("" when none is)."""
     import traceback
 
     frames = [f for f in traceback.extract_tb(err.__traceback__) if str(checkout.root) in f.filename]
     frame = frames[-1] if frames else None
-    return f" at {frame.filename.removeprefix(str(checkout.root) + '/')}:{frame.lineno}" if frame else ""
+    return f"{frame.filename.removeprefix(str(checkout.root) + '/')}:{frame.lineno}" if frame else ""
+
+
+def _raised(err: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text[:160]}"
 
 
 def describe(err: BaseException, checkout: Checkout) -> str:
     """``Type: first line of the message at fastdeploy/x.py:12`` (the checkout's innermost line)."""
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text[:160]}{_where(err, checkout)}"
+    where = raised_at(err, checkout)
+    return f"{_raised(err)}{' at ' + where if where else ''}"
 
 
 _ROUTINES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
@@ -383,7 +449,7 @@ def uncallable_clear(cls: type) -> list[Finding]:
 
 def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: Checkout) -> WrapperRow:
     """Build one wrapper, record graphs in its backends, run its real clear before capture,
-    after it and twice; one row."""
+    after it and twice; one row (a raise before capture in ``before_capture``, not its verdict)."""
     row = WrapperRow(name, f"{cls.__module__}.{cls.__qualname__}")
     spelling, _ = clear_method(cls)
     row.findings.extend(uncallable_clear(cls))
@@ -414,17 +480,19 @@ def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: 
             row.verdict, row.reason = "ERROR", f"{spelling}() {when} calls a compiled op, cannot run on CPU: {err}"
             return False
         except Exception as err:
-            row.findings.append(
-                make_finding(
-                    "FDC303",
-                    f"{cls.__qualname__}.{spelling}() {when} raised {describe(err, checkout)}",
-                    call=f"{cls.__qualname__}.{spelling}()",
-                )
+            finding = make_finding(
+                "FDC303",
+                f"{cls.__qualname__}.{spelling}() {when} raised {describe(err, checkout)}",
+                call=f"{cls.__qualname__}.{spelling}()",
             )
+            if when == BEFORE_CAPTURE:  # judged apart, grouped by where it was raised (SharedRaise)
+                row.before_capture, row.raised_at, row.raised = finding, raised_at(err, checkout), _raised(err)
+            else:
+                row.findings.append(finding)
             return False
         return True
 
-    call("before any capture")
+    row.cleared_before_capture = call(BEFORE_CAPTURE)
     try:
         for path, owner in holders:
             row.graphs += recording.plant(path, owner)
