@@ -1,9 +1,11 @@
-"""The bridge's three tables as pytest tests, for CI jobs that gate on pytest:
+"""The bridge's five tables as pytest tests, for CI jobs that gate on pytest:
 
     FD_CONFORMANCE_FASTDEPLOY=PATH pytest --pyargs fd_conformance.fastdeploy.suite
 
 One test for the config search, one for the model classes, one per runner combination (ids like
-``main=off draft=on spec=mtp``). Without the variable every test skips saying how to set it. The
+``main=off draft=on spec=mtp``), one for the real wrappers' clear (a shared raise before capture
+once, with its wrappers) and one for the runner over the real wrappers. A wrapper or run the bridge
+could not check fails its test too: the gate never passes on what it did not see. Without the variable every test skips saying how to set it. The
 checkout is imported once per module (FastDeploy's import is the slow part).
 """
 
@@ -63,4 +65,29 @@ def test_runner_teardown(checkout: Checkout, combo: Combo) -> None:
         pytest.skip(rows[0].skipped or "n/a")
     problems = [f"{r.method}: {r.error}" for r in rows if r.error]
     problems += [f"{r.method}: {f.format()}" for r in rows for f in r.findings]
+    assert not problems, "\n".join(problems)
+
+
+def test_real_wrappers_clear(checkout: Checkout) -> None:
+    from fd_conformance.fastdeploy.wrappers_bridge import check_wrappers
+
+    report = check_wrappers(checkout)
+    assert report.error is None, report.error
+    problems = [f"{r.name}: {f.format()}" for r in report.rows for f in r.findings if f.is_error]
+    problems += [f"{', '.join(g.wrappers)}: {g.finding().format()}" for g in report.shared_raises]
+    problems += [f"{r.name}: {r.verdict}: {r.reason}" for r in report.rows if r.verdict in ("not built", "ERROR")]
+    assert not problems, "\n".join(problems)
+
+
+def test_runner_teardown_over_real_wrappers(checkout: Checkout) -> None:
+    from fd_conformance.fastdeploy.real_runner import check_real_runner
+
+    report = check_real_runner(checkout)
+    assert report.error is None, report.error
+    problems = [f"{main}: not built: {why}" for main, why in sorted(report.not_built.items())]
+    for pair in report.pairs:
+        for r in pair.rows:
+            where = f"{pair.pairing.main} [{r.combo.label()} {r.method}]"
+            problems += [f"{where} ERROR {r.error}"] if r.error else []
+            problems += [f"{where} {f.format()}" for f in r.findings if f.is_error]
     assert not problems, "\n".join(problems)
