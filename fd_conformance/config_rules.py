@@ -149,11 +149,11 @@ def check_fdc401_cpu_cache_prefill_graphs(v: GraphOptView, loc: Location) -> lis
 def _size_problems(sizes: Sequence[Any]) -> list[str]:
     problems = []
     if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in sizes):
-        problems.append("non-positive or non-integer entries")
+        problems.append("has non-positive or non-integer entries")
     if len(set(sizes)) != len(sizes):
-        problems.append("duplicates")
+        problems.append("has duplicates")
     if not problems and list(sizes) != sorted(sizes, reverse=True):
-        problems.append("not in descending order (decode capture registers all-reduce buffers largest first)")
+        problems.append("is not in descending order (decode capture registers all-reduce buffers largest first)")
     return problems
 
 
@@ -167,13 +167,13 @@ def check_fdc402_capture_size_shape(v: GraphOptView, loc: Location) -> list[Find
     problems = _size_problems(list(sizes)) if sizes is not None else []
     # None (unset, not post-processed) captures nothing, exactly like []: same finding.
     if not sizes:
-        problems.append("empty while its graphs are on")
+        problems.append("is empty while its graphs are on")
     if not problems:
         return []
     return [
         make_finding(
             "FDC402",
-            f"{name}={list(sizes) if sizes is not None else None} has {', '.join(problems)}",
+            f"{name}={list(sizes) if sizes is not None else None}: {'; '.join(problems)}",
             loc,
             name=name,
         )
@@ -203,7 +203,7 @@ def check_fdc406_unused_capture_size_shape(v: GraphOptView, loc: Location) -> li
         findings.append(
             make_finding(
                 "FDC406",
-                f"{name}={list(sizes)} has {', '.join(problems)}; not captured now ({off}), but a flag "
+                f"{name}={list(sizes)}: {'; '.join(problems)}; not captured now ({off}), but a flag "
                 f"flipped later captures it as is",
                 loc,
                 name=name,

@@ -195,7 +195,7 @@ def test_unset_capture_sizes_with_graphs_on_are_fdc402() -> None:
     unset.graph_opt_config.cudagraph_capture_sizes = None
     bad = check_config(unset)
     assert [f.code for f in bad] == ["FDC402"]
-    assert "cudagraph_capture_sizes=None has empty while its graphs are on" in bad[0].message
+    assert "cudagraph_capture_sizes=None: is empty while its graphs are on" in bad[0].message
     off = fd(use_cudagraph=False)
     off.graph_opt_config.cudagraph_capture_sizes = None
     assert codes(off) == []
