@@ -32,7 +32,7 @@ step() {  # step NAME SECONDS CMD...: run with a bound, keep the log, print its 
 # 1. the kit's own gpu tests (real CUDA graphs, NCCL, hang regressions, memory, mutants, outside
 #    models serial vs -n 4 on one GPU)
 #    (-n auto: the plugin picks workers per GPU from free memory and cores)
-step kit-gpu-tests 200 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs --durations=12 --junitxml="$OUT/junit-gpu.xml" tests
+step kit-gpu-tests 300 $PY -m pytest -m gpu -n auto -p no:cacheprovider -q -rfEs --durations=12 --junitxml="$OUT/junit-gpu.xml" tests
 # 2. the main job on real graphs (default -n auto: workers share the GPU): all reference models certified
 step run-cuda 90 fd-conformance run --device cuda --out /tmp/fdc-run-cuda
 cp /tmp/fdc-run-cuda/certificate.md "$OUT/certificate-cuda.md" 2>/dev/null
@@ -54,6 +54,9 @@ import_parallel() {
 }
 export -f import_parallel
 step import-parallel 90 bash -c import_parallel
+# 2c. what native mode's hooks cost on capture and on replay of real graphs (issue 25: <= 5 %),
+#     and the hooks alone around a graph class that captures nothing
+step native-overhead 90 $PY bench/native_overhead.py --rounds 3
 # 3. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 4. the main job with every bundled mutant at -n 8 (serial is xdist-verdicts' reference)
