@@ -348,9 +348,7 @@ with rt.observe_native_graphs():
 
 
 def test_destroying_every_group_shuts_down_each_group_a_capture_used() -> None:
-    tests = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
-    proc = subprocess.run([sys.executable, "-c", DESTROY_ALL], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", DESTROY_ALL], capture_output=True, text=True, env=tests_on_path(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.splitlines()[-1]) == {"codes": ["FDC202"], "tp": True, "groups": 2}
 
@@ -455,12 +453,18 @@ def test_native_rows_skip_on_cpu_with_the_reason(tmp_path: Path) -> None:
     assert " passed" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
 
 
+def tests_on_path() -> dict[str, str]:
+    """This process's environment with tests/ on PYTHONPATH (native_double, _helpers, this module)."""
+    tests = str(Path(__file__).resolve().parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
+
+
 def suite_session(
-    out: Path, attr: str, device: str, double: bool, select: str = "", isolate: bool = True
+    out: Path, attr: str, device: str, double: bool, select: str = "", isolate: bool = True, spec: Path = QUILL
 ) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q", "-rs",
-        f"--fd-model={QUILL}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
+        f"--fd-model={spec}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
     ]  # fmt: skip
     if double:  # the double is patched in the pytest process itself
         cmd += ["-p", "native_double"]
@@ -470,8 +474,7 @@ def suite_session(
         cmd += ["-n", "4"]  # workers share the one GPU (the plugin places them)
     if select:
         cmd += ["-k", select]
-    tests = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
+    env = tests_on_path()
     if device == "cpu":
         env["FD_CONFORMANCE_GPU"] = "0"
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
@@ -538,19 +541,8 @@ def reference_verdicts(out: Path, attr: str, device: str, names: list[str] | Non
     """{row: (verdict, observed codes)} of one suite session over the reference rows ``names``
     (all of them: None), kit mode or native (``attr``)."""
     out.mkdir()
-    cmd = [
-        sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q",
-        f"--fd-model={REFERENCE}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
-    ]  # fmt: skip
-    if device == "cpu":  # the double is patched into the pytest process itself
-        cmd += ["-p", "native_double", "--fd-isolate=off"]
-    else:
-        cmd += ["-n", "4"]
-    if names is not None:
-        cmd += ["-k", " or ".join(f"{name}-{device}" for name in names)]
-    tests = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    select = " or ".join(f"{name}-{device}" for name in names) if names is not None else ""
+    proc = suite_session(out, attr, device, double=device == "cpu", select=select, spec=REFERENCE)
     path = out / "conformance.json"
     assert path.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = json.loads(path.read_text())["cases"]
