@@ -10,11 +10,16 @@ bad tree and silent on the good one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_fastdeploy_bridge import MODELS, RUNNER, bridge_cli_args, make_tree
+from test_fastdeploy_bridge import (  # the autouse fixture: every test here leaves no fastdeploy import behind
+    MODELS,
+    RUNNER,
+    _no_fastdeploy_left,  # noqa: F401
+    bridge_cli_args,
+    make_tree,
+)
 
 from fd_conformance.cli import fastdeploy as bridge_cli
 from fd_conformance.errors import EXIT_OK, EXIT_VIOLATIONS
@@ -28,14 +33,6 @@ QWEN3_VL = {"qwen3_vl_moe.py": f"{MODELS}/qwen3_vl/qwen3_vl_moe.py"}
 TINY_MTP = f"{MODELS}/tiny_mtp.py"
 # The runner calling the main model's clear by the canonical spelling (as FastDeploy's develop does).
 CANONICAL_MAIN = ((RUNNER, "self.model.clear_grpah_opt_backend()", "self.model.clear_graph_opt_backend()"),)
-
-
-@pytest.fixture(autouse=True)
-def _no_fastdeploy_left() -> Iterator[None]:
-    import sys
-
-    yield
-    assert not [m for m in sys.modules if m.split(".")[0] == "fastdeploy"], "the bridge left fastdeploy imported"
 
 
 def real_runner_of(root: Path) -> RealRunnerReport:
