@@ -348,7 +348,9 @@ with rt.observe_native_graphs():
 
 
 def test_destroying_every_group_shuts_down_each_group_a_capture_used() -> None:
-    proc = subprocess.run([sys.executable, "-c", DESTROY_ALL], capture_output=True, text=True, env=tests_on_path(), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", DESTROY_ALL], capture_output=True, text=True, env=env_with_tests_dir(), timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.splitlines()[-1]) == {"codes": ["FDC202"], "tp": True, "groups": 2}
 
@@ -453,7 +455,7 @@ def test_native_rows_skip_on_cpu_with_the_reason(tmp_path: Path) -> None:
     assert " passed" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
 
 
-def tests_on_path() -> dict[str, str]:
+def env_with_tests_dir() -> dict[str, str]:
     """This process's environment with tests/ on PYTHONPATH (native_double, _helpers, this module)."""
     tests = str(Path(__file__).resolve().parent)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
@@ -474,7 +476,7 @@ def suite_session(
         cmd += ["-n", "4"]  # workers share the one GPU (the plugin places them)
     if select:
         cmd += ["-k", select]
-    env = tests_on_path()
+    env = env_with_tests_dir()
     if device == "cpu":
         env["FD_CONFORMANCE_GPU"] = "0"
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
