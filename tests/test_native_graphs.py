@@ -198,6 +198,39 @@ def test_restore_after_release_is_one_release_then_one_restore(observer: TorchGr
     assert swaps == [(EventKind.PARAM_RELEASED, "first.weight"), (EventKind.PARAM_RESTORED, "first.weight")]
 
 
+def test_a_recapture_reads_a_weight_registered_since_the_last_capture(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    """The same modules run in every capture, so their slots are cached per capture; a weight
+    registered in between must still be read (the cache is keyed on torch's registration hooks)."""
+    net, x = Net(), torch.randn(2, 4)
+    observer.set_roots([("main", net)])
+    capture(net, x)
+    net.first.register_parameter("scale", torch.nn.Parameter(torch.ones(8)))
+    capture(net, x)
+    first, second = ({ref.name for ref in e.buffers} for e in events if e.kind is EventKind.GRAPH_CAPTURED)
+    assert second - first == {"first.scale"}
+
+
+def test_a_collected_model_is_released_once_and_no_longer_scanned(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    """A model dropped after its graphs: each weight released once, then forgotten (a model rebuilt
+    per weight sync must not grow every later scan)."""
+    net = Net()
+    observer.set_roots([("main", net)])
+    graph, _ = capture(net, torch.randn(2, 4))
+    graph.reset()
+    observer.set_roots([])
+    del net, graph
+    gc.collect()
+    observer.observe("dropped")
+    observer.observe("again")
+    released = [e.subject for e in events if e.kind is EventKind.PARAM_RELEASED]
+    assert sorted(released) == ["first.bias", "first.weight", "gain", "second.bias", "second.weight"]
+    assert not observer._watched  # what every later scan reads
+
+
 # --- graph death ----------------------------------------------------------------------------------
 
 

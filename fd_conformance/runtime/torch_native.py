@@ -187,6 +187,13 @@ class TorchGraphObserver(GraphObserver):
         self._proxies: list[NativeGraph] = []
         self._watched: dict[tuple[int, str, str], _Slot] = {}
         self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[tuple[str, ...], ...], tuple[_Slot, ...]]] = {}
+        # The slots of a capture, by the ids of the modules that ran in it: the same modules run in
+        # every capture of a model, and a capture's cost is paid on the serving path. Valid while
+        # no parameter or buffer was registered anywhere since (torch's global registration hooks
+        # count those: a rebuilt model registers its weights, whatever ids its modules reuse).
+        self._capture_slots: dict[tuple[int, ...], tuple[int, tuple[weakref.ref[torch.nn.Module], ...], tuple[_Slot, ...]]] = {}
+        self._registrations = 0
+        self._registration_hooks: list[Any] = []
         self._capturing: list[_Observed] = []
         self._hook: Any = None  # the global forward pre-hook, while a capture is open
         self._numbers = itertools.count(1)
@@ -228,6 +235,8 @@ class TorchGraphObserver(GraphObserver):
             else:
                 setattr(self.graph_class, name, original)
         self._remove_hook()
+        for handle in self._registration_hooks:
+            handle.remove()
         self._collectives.close()
         self._groups.clear()  # the observer must keep no group alive past its check
         for record in self._records.values():
@@ -268,6 +277,11 @@ class TorchGraphObserver(GraphObserver):
             self._saved[name] = cls.__dict__.get(name)  # None: inherited, so delete ours on close
             setattr(cls, name, wrap(original))
         self._collectives.install()
+        module_hooks = torch.nn.modules.module
+        self._registration_hooks = [
+            module_hooks.register_module_parameter_registration_hook(self._registered),
+            module_hooks.register_module_buffer_registration_hook(self._registered),
+        ]
         OBSERVED_GRAPH_TYPES.append(cls)
         _ACTIVE.append(self)
 
@@ -341,12 +355,19 @@ class TorchGraphObserver(GraphObserver):
             self._remove_hook()
 
     def _module_ran(self, module: torch.nn.Module, args: Any) -> None:
+        # Runs for every module call while capturing: plain dict stores (a key stored again keeps
+        # its first place, so the first module that ran stays first).
         for record in self._capturing:
-            if not record.modules:
+            modules = record.modules
+            if not modules:
                 first = args[0] if isinstance(args, tuple) and args else None
                 if isinstance(first, torch.Tensor) and first.dim() > 0:
                     record.tokens = int(first.shape[0])
-            record.modules.setdefault(id(module), module)
+            modules[id(module)] = module
+
+    def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
+        """A parameter or buffer was registered on some module: cached capture slots may be stale."""
+        self._registrations += 1
 
     def _end(self, graph: Any) -> None:
         if self._closed:
@@ -361,7 +382,7 @@ class TorchGraphObserver(GraphObserver):
         self._scan()  # changes before this capture belong before it
         self._names_fresh = False
         modules = list(record.modules.values())
-        record.slots = tuple(slot for module in modules for slot in self._slots_of(module))
+        record.slots = self._captured_slots(modules)
         record.modules = {}
         record.alive = True
         proxy = record.proxy
@@ -454,6 +475,21 @@ class TorchGraphObserver(GraphObserver):
             self._module_slots[id(module)] = cached
         return cached[2]
 
+    def _captured_slots(self, modules: list[torch.nn.Module]) -> tuple[_Slot, ...]:
+        """The slots of every module that ran in a capture, from the cache when the same modules
+        ran before and nothing was registered since."""
+        key = tuple(map(id, modules))
+        cached = self._capture_slots.get(key)
+        if (
+            cached is not None
+            and cached[0] == self._registrations
+            and all(r() is m for r, m in zip(cached[1], modules, strict=True))
+        ):
+            return cached[2]
+        slots = tuple(slot for module in modules for slot in self._slots_of(module))
+        self._capture_slots[key] = (self._registrations, tuple(map(weakref.ref, modules)), slots)
+        return slots
+
     def _scan(self) -> None:
         """Emit a release/restore for every watched slot whose address moved since last seen."""
         moved = [(slot, address) for slot in self._watched.values() if (address := slot.address()) != slot.ref.address]
@@ -472,6 +508,16 @@ class TorchGraphObserver(GraphObserver):
             slot.ref = BufferRef(before.obj_id, address, before.name)
             kind = EventKind.PARAM_RELEASED if address == 0 else EventKind.PARAM_RESTORED
             events.emit(kind, before.name, before.obj_id, buffers=(slot.ref,))
+        if any(address == 0 and slot.module() is None for slot, address in moved):
+            self._forget_collected()
+
+    def _forget_collected(self) -> None:
+        """Drop the slots and cache entries of collected modules: their release is reported, they
+        cannot come back, and every scan would read them again (a model rebuilt per weight sync
+        would grow the scan by a model each time)."""
+        self._watched = {k: slot for k, slot in self._watched.items() if slot.module() is not None}
+        self._module_slots = {k: entry for k, entry in self._module_slots.items() if entry[0]() is not None}
+        self._capture_slots = {k: entry for k, entry in self._capture_slots.items() if all(r() is not None for r in entry[1])}
 
     def _collect(self) -> None:
         """gc.collect(); the graphs it destroys report without scanning (we are mid-scan)."""
