@@ -288,9 +288,6 @@ class WrappersReport:
                 groups.setdefault(key, SharedRaise(row.raised_at, row.raised, [])).wrappers.append(row.name)
         return list(groups.values())
 
-    def shared_raise_of(self, row: WrapperRow) -> SharedRaise | None:
-        return next((g for g in self.shared_raises if row.name in g.wrappers), None)
-
     @property
     def violations(self) -> int:
         """FAIL rows (each wrapper's own clear) plus each shared before-capture raise once."""
