@@ -13,8 +13,10 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
   work), so what is left is the hooks' own Python per capture and per module call -- the fixed
   cost the capture column's percentage divides by the device's capture time.
 
-Models: Quill's decoder as the native suites run it (tests/fixtures/native_models, hidden 32), and
-a serving-sized stack of the same mixers (hidden 2048, 8 mixers, 64 tokens).
+Models: Quill's decoder as the native suites run it (tests/fixtures/native_models, hidden 32), a
+serving-sized stack of the same mixers (hidden 2048, 8 mixers, 64 tokens), and a deep one (hidden
+1024, 32 mixers: 129 modules and 128 weights, the count a scan of a real model walks). Hooks alone
+runs the same modules at hidden 64: the hooks' cost depends on how many there are, not their size.
 
     python bench/native_overhead.py              # cuda
     python bench/native_overhead.py --quick      # cpu through the test double of the graph class
@@ -43,15 +45,17 @@ sys.path[:0] = [str(ROOT / "tests" / "fixtures" / "native_models"), str(ROOT / "
 from quill.blocks import Decoder, GatedMixer  # noqa: E402
 
 
-def models(device: str, quick: bool) -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
-    """(label, model, static input) of each model timed."""
-    tiny = Decoder().to(device).eval()
-    hidden, depth, tokens = (64, 2, 4) if quick else (2048, 8, 64)
-    big = torch.nn.Sequential(*(GatedMixer(hidden) for _ in range(depth))).to(device).eval()
-    return [
-        ("quill decoder (hidden 32, 8 tokens)", tiny, torch.zeros(8, dtype=torch.long, device=device)),
-        (f"serving stack (hidden {hidden}, {depth} mixers, {tokens} tokens)", big, torch.randn(tokens, hidden, device=device)),
-    ]
+def models(device: str, quick: bool, hidden: int | None = None) -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
+    """(label, model, static input) of each model timed; ``hidden`` overrides the stacks' width."""
+    out = [("quill decoder (hidden 32, 8 tokens)", Decoder().to(device).eval(), torch.zeros(8, dtype=torch.long, device=device))]
+    shapes = [("serving", 64, 2, 4), ("deep", 64, 4, 4)] if quick else [("serving", 2048, 8, 64), ("deep", 1024, 32, 16)]
+    for name, width, depth, tokens in shapes:
+        width = hidden or width
+        stack = torch.nn.Sequential(*(GatedMixer(width) for _ in range(depth))).to(device).eval()
+        out.append(
+            (f"{name} stack (hidden {width}, {depth} mixers, {tokens} tokens)", stack, torch.randn(tokens, width, device=device))
+        )
+    return out
 
 
 def sync(device: str) -> None:
@@ -170,8 +174,7 @@ def main() -> int:
                 cells.append(f"{f'{off * scale:.3f}/{on * scale:.3f}':>{width}} {100 * (on - off) / off:>+6.1f}%")
             print(f"{label:<48} {' '.join(cells)}")
         print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
-        for label, model, x in models("cpu", args.quick):
-            model, x = model.cpu(), x.cpu()
+        for label, model, x in models("cpu", args.quick, hidden=64):
             start = time.perf_counter()
             model(x)
             # about two seconds a side: the serving stack's forward alone takes milliseconds on a CPU

@@ -231,6 +231,8 @@ class LifecycleRecorder:
         graph = self._live.get(event.subject_id)
         if graph is None or (graph.graph_id, graph.captured_at) in self._stale_reported:
             return  # captured before recording began (nothing to compare), or already reported
+        if event.buffers == graph.buffers:
+            return  # the usual replay, paid on the decode path: the same refs, compared by identity first
         now = {ref.obj_id: ref.address for ref in event.buffers}
         problems = []
         for ref in graph.buffers:

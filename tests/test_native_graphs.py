@@ -169,6 +169,64 @@ def test_deleted_meta_and_resized_weights_are_releases(
     assert "first.weight" in released
 
 
+def test_a_weight_viewing_a_flat_buffer_is_released_with_the_buffer(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    """Engines keep weights as views of one flat buffer and free the buffer: the view's data_ptr()
+    then reads its offset, not 0, and the scan's fast pass must still hand it to the slow one."""
+    net = Net()
+    flat = torch.zeros(64)
+    net.first.weight = torch.nn.Parameter(flat[32:64].view(8, 4))  # offset 32: a nonzero data_ptr after
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))
+    observer.observe("captured")
+    flat.untyped_storage().resize_(0)
+    observer.observe("buffer freed")
+    assert [e.subject for e in events if e.kind is EventKind.PARAM_RELEASED] == ["first.weight"]
+
+
+def test_a_weight_set_to_none_is_a_release_and_its_return_a_restore(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))
+    net.second.bias = None  # the slot holds None: the fast pass cannot read it, scans go slot by slot
+    observer.observe("unset")
+    net.first.weight.data = torch.randn(8, 4)  # a swap while that slot still reads None
+    observer.observe("swapped")
+    net.second.bias = torch.nn.Parameter(torch.zeros(4))
+    observer.observe("set again")
+    seen = [e.subject for e in events if e.kind in (EventKind.PARAM_RELEASED, EventKind.PARAM_RESTORED, EventKind.MARK)]
+    assert seen == ["second.bias", "unset", "first.weight", "swapped", "second.bias", "set again"]  # each in its window
+
+
+def test_two_open_captures_each_record_the_modules_that_ran_while_they_were_open(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    outer_net, inner_net = Net(), Net()
+    observer.set_roots([("main", outer_net), ("draft", inner_net)])
+    outer, inner = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.no_grad():
+        outer.capture_begin()
+        outer_net(torch.randn(2, 4))
+        inner.capture_begin()
+        inner_net(torch.randn(3, 4))
+        inner.capture_end()
+        outer.capture_end()
+    by_label = {e.subject: {ref.name for ref in e.buffers} for e in events if e.kind is EventKind.GRAPH_CAPTURED}
+    inner_label, outer_label = by_label  # inner ends first
+    assert by_label[inner_label] == {
+        "draft.first.weight",
+        "draft.first.bias",
+        "draft.second.weight",
+        "draft.second.bias",
+        "draft.gain",
+    }
+    assert by_label[outer_label] == by_label[inner_label] | {"first.weight", "first.bias", "second.weight", "second.bias", "gain"}
+    assert inner_label.startswith("Net@3#") and outer_label.startswith("Net@2#")
+
+
 def test_load_state_dict_in_place_changes_nothing_assign_is_a_restore(
     observer: TorchGraphObserver, events: list[RuntimeEvent]
 ) -> None:

@@ -8,7 +8,7 @@ swaps weights its own way (``param.data = new``, ``untyped_storage().resize_(0)`
 
 * graph events: the graph CLASS's ``capture_begin``/``capture_end``/``replay``/``reset`` are
   wrapped, so every graph of the process is seen whoever made it; a graph dropped without
-  ``reset()`` (caches clear by dropping entries) is seen dying through a weakref finalizer;
+  ``reset()`` (caches clear by dropping entries) is seen dying through a weakref callback;
 * what a graph captured: the parameters and registered buffers of the modules whose forward ran
   between ``capture_begin`` and ``capture_end`` (a global forward pre-hook, registered only while
   a capture is open), each as a *slot* -- (module, name), whatever tensor object fills it later --
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,10 @@ from fd_conformance.runtime.base import (
 TORCH_CUDA_GRAPH: type = torch.cuda.graphs.CUDAGraph
 HOOKED = ("capture_begin", "capture_end", "replay", "reset")  # the class methods wrapped while observing
 TABLES = ("_parameters", "_buffers")  # where nn.Module keeps what a graph reads by address
+# Unbound, mapped over every watched slot at C speed; None where a tensor or table should be raises TypeError
+DATA_PTR: Callable[[Any], int] = torch.Tensor.data_ptr
+LOOKUP: Callable[[Any, str], Any] = dict.get
+SLOT_REF = operator.attrgetter("ref")
 
 # The observer installed now (one at a time: two would wrap the class twice and double every event).
 _ACTIVE: list[TorchGraphObserver] = []
@@ -130,7 +135,7 @@ class _Observed:
     modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
     tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
     groups: set[int] = field(default_factory=set)  # id() of the process groups its collectives ran on
-    finalizer: weakref.finalize[..., Any] | None = None
+    hook: Any = None  # the global forward pre-hook filling ``modules``, while the capture is open
 
 
 class NativeGraph(Graph):
@@ -186,6 +191,10 @@ class TorchGraphObserver(GraphObserver):
         self._records: dict[int, _Observed] = {}
         self._proxies: list[NativeGraph] = []
         self._watched: dict[tuple[int, str, str], _Slot] = {}
+        # _watched as parallel columns for the scan's C-speed pass; rebuilt when _watched changes
+        # (None then). _seen: that pass's pointers at the last scan (None: look slot by slot).
+        self._columns: tuple[list[weakref.ref[torch.nn.Module]], list[str], list[str]] | None = None
+        self._seen: list[int] | None = None
         self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[tuple[str, ...], ...], tuple[_Slot, ...]]] = {}
         # The slots of a capture, by the ids of the modules that ran in it: the same modules run in
         # every capture of a model, and a capture's cost is paid on the serving path. Valid while
@@ -195,7 +204,6 @@ class TorchGraphObserver(GraphObserver):
         self._registrations = 0
         self._registration_hooks: list[Any] = []
         self._capturing: list[_Observed] = []
-        self._hook: Any = None  # the global forward pre-hook, while a capture is open
         self._numbers = itertools.count(1)
         self._roots: list[tuple[str, Any]] = []
         self._names: dict[int, tuple[frozenset[str], str]] = {}  # id(module) -> (roles, qualified name)
@@ -234,14 +242,12 @@ class TorchGraphObserver(GraphObserver):
                 delattr(self.graph_class, name)
             else:
                 setattr(self.graph_class, name, original)
-        self._remove_hook()
+        for record in list(self._capturing):
+            self._stop_watching(record)
         for handle in self._registration_hooks:
             handle.remove()
         self._collectives.close()
         self._groups.clear()  # the observer must keep no group alive past its check
-        for record in self._records.values():
-            if record.finalizer is not None:
-                record.finalizer.detach()
         if self.graph_class in OBSERVED_GRAPH_TYPES:
             OBSERVED_GRAPH_TYPES.remove(self.graph_class)
         if self in _ACTIVE:
@@ -330,12 +336,13 @@ class TorchGraphObserver(GraphObserver):
         record = self._records.get(id(graph))
         if record is None or record.graph() is not graph:  # new, or an id reused after a graph died
             proxy = NativeGraph(self, graph)
-            record = _Observed(weakref.ref(graph), proxy)
-            self._records[id(graph)] = record
+            # Death without reset(): FastDeploy-style caches clear by dropping their entries. A
+            # weakref callback, not weakref.finalize (a tenth of its cost, paid per capture); after
+            # close() it finds the observer closed and does nothing.
+            graph_id = id(graph)
+            record = _Observed(weakref.ref(graph, lambda _: self._destroyed(graph_id)), proxy)
+            self._records[graph_id] = record
             self._proxies.append(proxy)
-            # Death without reset(): FastDeploy-style caches clear by dropping their entries.
-            record.finalizer = weakref.finalize(graph, self._destroyed, id(graph))
-            record.finalizer.atexit = False
         return record
 
     def _begin(self, graph: Any) -> None:
@@ -344,26 +351,13 @@ class TorchGraphObserver(GraphObserver):
         record = self._record(graph)
         record.modules, record.tokens, record.groups = {}, None, set()
         self._capturing.append(record)
-        self._watch_module_calls()
+        self._watch_module_calls(record)
         # No scan here: capture_end scans before it emits, and nothing is emitted in between.
 
     def _abort(self, graph: Any) -> None:
         record = self._records.get(id(graph))
         if record is not None and record in self._capturing:
-            self._capturing.remove(record)
-        if not self._capturing:
-            self._remove_hook()
-
-    def _module_ran(self, module: torch.nn.Module, args: Any) -> None:
-        # Runs for every module call while capturing: plain dict stores (a key stored again keeps
-        # its first place, so the first module that ran stays first).
-        for record in self._capturing:
-            modules = record.modules
-            if not modules:
-                first = args[0] if isinstance(args, tuple) and args else None
-                if isinstance(first, torch.Tensor) and first.dim() > 0:
-                    record.tokens = int(first.shape[0])
-            modules[id(module)] = module
+            self._stop_watching(record)
 
     def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
         """A parameter or buffer was registered on some module: cached capture slots may be stale."""
@@ -376,9 +370,7 @@ class TorchGraphObserver(GraphObserver):
         if record is None or record not in self._capturing:  # began before we were installed
             record = self._record(graph)
         else:
-            self._capturing.remove(record)
-        if not self._capturing:
-            self._remove_hook()
+            self._stop_watching(record)
         self._scan()  # changes before this capture belong before it
         self._names_fresh = False
         modules = list(record.modules.values())
@@ -395,7 +387,7 @@ class TorchGraphObserver(GraphObserver):
             proxy.label,
             id(graph),
             owner=proxy.owner,
-            buffers=tuple(s.ref for s in record.slots),
+            buffers=tuple(map(SLOT_REF, record.slots)),
             groups=tuple(sorted(record.groups)),
         )
 
@@ -408,7 +400,7 @@ class TorchGraphObserver(GraphObserver):
         self._scan()
         proxy = record.proxy
         self.runtime.events.emit(
-            EventKind.GRAPH_REPLAYED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(s.ref for s in record.slots)
+            EventKind.GRAPH_REPLAYED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(map(SLOT_REF, record.slots))
         )
 
     def _destroyed(self, graph_id: int) -> None:
@@ -439,19 +431,30 @@ class TorchGraphObserver(GraphObserver):
             self.runtime.events.emit(EventKind.GROUP_SHUTDOWN, torch_collectives.group_name(group), id(group))
             self._groups.pop(id(group), None)
 
-    def _watch_module_calls(self) -> None:
-        """While a capture is open, record every module called as ``module(...)``: a global
-        forward pre-hook, registered only then (a global hook sends every module call down torch's
-        slow path). Not a wrapper of ``nn.Module.__call__``: assigning a class attribute of
-        ``nn.Module`` invalidates the type caches of all its subclasses, which cost more (about
-        0.1 ms a capture on a CPU core) than the hook's slow path on a small model."""
-        if self._hook is None:
-            self._hook = torch.nn.modules.module.register_module_forward_pre_hook(self._module_ran)
+    def _watch_module_calls(self, record: _Observed) -> None:
+        """While ``record``'s capture is open, record every module called as ``module(...)``: a
+        global forward pre-hook of its own, registered only then (a global hook sends every module
+        call down torch's slow path), doing one dict store per call (a key stored again keeps its
+        first place, so the first module that ran stays first). Not a wrapper of
+        ``nn.Module.__call__``: assigning a class attribute of ``nn.Module`` invalidates the type
+        caches of all its subclasses, which cost more (about 0.1 ms a capture on a CPU core) than
+        the hook's slow path on a small model."""
+        modules = record.modules
 
-    def _remove_hook(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        def module_ran(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            if not modules:  # the first module's leading input dim is the graph's size in its label
+                first = args[0] if args else None
+                if isinstance(first, torch.Tensor) and first.dim() > 0:
+                    record.tokens = int(first.shape[0])
+            modules[id(module)] = module
+
+        record.hook = torch.nn.modules.module.register_module_forward_pre_hook(module_ran)
+
+    def _stop_watching(self, record: _Observed) -> None:
+        self._capturing.remove(record)
+        if record.hook is not None:
+            record.hook.remove()
+            record.hook = None
 
     # --- storage --------------------------------------------------------------------------
     def _slot(self, module: torch.nn.Module, table: str, key: str) -> _Slot:
@@ -459,6 +462,7 @@ class TorchGraphObserver(GraphObserver):
         slot = self._watched.get(index)
         if slot is None or slot.module() is not module:
             slot = self._watched[index] = _Slot(module, table, key, self._name(module, key))
+            self._columns = None
         return slot
 
     def _slots_of(self, module: torch.nn.Module) -> tuple[_Slot, ...]:
@@ -480,18 +484,35 @@ class TorchGraphObserver(GraphObserver):
         ran before and nothing was registered since."""
         key = tuple(map(id, modules))
         cached = self._capture_slots.get(key)
-        if (
-            cached is not None
-            and cached[0] == self._registrations
-            and all(r() is m for r, m in zip(cached[1], modules, strict=True))
-        ):
+        # list == compares by identity first, and nn.Module has no __eq__: the same modules, alive
+        if cached is not None and cached[0] == self._registrations and list(map(operator.call, cached[1])) == modules:
             return cached[2]
         slots = tuple(slot for module in modules for slot in self._slots_of(module))
         self._capture_slots[key] = (self._registrations, tuple(map(weakref.ref, modules)), slots)
         return slots
 
+    def _pointers(self) -> list[int] | None:
+        """Every watched slot's tensor's data_ptr(), read without a Python frame per slot (a scan
+        runs at every capture and replay: hundreds of weights in a real model). None when some
+        slot cannot be read that way -- its module collected, its entry deleted or None, a tensor
+        without a plain pointer -- and the scan must look slot by slot."""
+        if self._columns is None:
+            slots = self._watched.values()
+            self._columns = ([s.module for s in slots], [s.table for s in slots], [s.key for s in slots])
+            self._seen = None
+        modules, tables, keys = self._columns
+        try:
+            states = map(vars, map(operator.call, modules))  # vars(None): a collected module
+            return list(map(DATA_PTR, map(LOOKUP, map(LOOKUP, states, tables), keys)))
+        except (TypeError, RuntimeError, NotImplementedError):
+            return None
+
     def _scan(self) -> None:
         """Emit a release/restore for every watched slot whose address moved since last seen."""
+        now = self._pointers()
+        if now is not None and now == self._seen:
+            return  # no pointer moved: every slot's address is the one last seen
+        self._seen = now
         moved = [(slot, address) for slot in self._watched.values() if (address := slot.address()) != slot.ref.address]
         if not moved:
             return
@@ -516,6 +537,7 @@ class TorchGraphObserver(GraphObserver):
         cannot come back, and every scan would read them again (a model rebuilt per weight sync
         would grow the scan by a model each time)."""
         self._watched = {k: slot for k, slot in self._watched.items() if slot.module() is not None}
+        self._columns = None
         self._module_slots = {k: entry for k, entry in self._module_slots.items() if entry[0]() is not None}
         self._capture_slots = {k: entry for k, entry in self._capture_slots.items() if all(r() is not None for r in entry[1])}
 
