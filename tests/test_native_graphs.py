@@ -109,15 +109,49 @@ def test_capture_names_the_parameters_and_buffers_of_the_modules_that_ran(
     assert captured.owner == "main" and captured.subject.startswith("Net@3#")  # first module, its leading dim
 
 
-def test_the_pre_hook_exists_only_while_capturing(observer: TorchGraphObserver) -> None:
+def test_module_calls_are_recorded_without_torch_hooks_and_call_is_put_back_on_close(rt: TorchRuntime) -> None:
     hooks = torch.nn.modules.module._global_forward_pre_hooks
-    before = len(hooks)
-    graph = torch.cuda.CUDAGraph()
-    graph.capture_begin()
-    assert len(hooks) == before + 1
-    Net()(torch.randn(1, 4))
-    graph.capture_end()
-    assert len(hooks) == before  # eager forwards outside a capture pay nothing
+    before, original = len(hooks), torch.nn.Module.__call__
+    with TorchGraphObserver(rt) as observer:
+        net = Net()
+        net(torch.randn(1, 4))  # eager, no capture open: recorded nowhere
+        graph = torch.cuda.CUDAGraph()
+        graph.capture_begin()
+        assert len(hooks) == before  # a global hook would send every module call down torch's slow path
+        net(torch.randn(1, 4))
+        graph.capture_end()
+        (proxy,) = observer.graphs()
+        assert proxy.label.startswith("Net@1#")
+    assert torch.nn.Module.__call__ is original
+
+
+class NullGraph:
+    """A graph class that captures nothing (dynamo must not see the tape double's dispatch mode)."""
+
+    def capture_begin(self, *args: Any, **kwargs: Any) -> None: ...
+    def capture_end(self) -> None: ...
+    def replay(self) -> None: ...
+    def reset(self) -> None: ...
+
+
+def test_a_model_compiled_outside_a_capture_is_not_recompiled_inside_one(rt: TorchRuntime) -> None:
+    """vLLM captures graphs around an already compiled model: dynamo inlines the wrapped
+    ``nn.Module.__call__`` and must not guard on whether a capture is open."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter, net, x = CompileCounter(), Net(), torch.randn(2, 4)
+    with TorchGraphObserver(rt, NullGraph) as observer:
+        compiled = torch.compile(net, backend=counter)
+        compiled(x)
+        graph = NullGraph()
+        graph.capture_begin()
+        compiled(x)
+        graph.capture_end()
+        assert counter.frame_count == 1
+        (proxy,) = observer.graphs()
+        assert proxy.label.startswith("OptimizedModule@2#")  # the modules inside compiled code are not seen (README)
+    torch._dynamo.reset()
 
 
 # --- release and restore, the ways people swap weights ------------------------------------------

@@ -9,10 +9,10 @@ swaps weights its own way (``param.data = new``, ``untyped_storage().resize_(0)`
 * graph events: the graph CLASS's ``capture_begin``/``capture_end``/``replay``/``reset`` are
   wrapped, so every graph of the process is seen whoever made it; a graph dropped without
   ``reset()`` (caches clear by dropping entries) is seen dying through a weakref callback;
-* what a graph captured: the parameters and registered buffers of the modules whose forward ran
-  between ``capture_begin`` and ``capture_end`` (a global forward pre-hook, registered only while
-  a capture is open), each as a *slot* -- (module, name), whatever tensor object fills it later --
-  with its storage address at capture end;
+* what a graph captured: the parameters and registered buffers of the modules called between
+  ``capture_begin`` and ``capture_end`` (``nn.Module.__call__`` is wrapped while observing), each
+  as a *slot* -- (module, name), whatever tensor object fills it later -- with its storage address
+  at capture end;
 * release and restore: every slot any graph captured is compared with what was last seen at each
   observation point (every graph event, every lifecycle mark): an address that went to 0 (storage
   resized to 0, parameter deleted, moved to meta, module collected) is PARAM_RELEASED; one that
@@ -135,7 +135,6 @@ class _Observed:
     modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
     tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
     groups: set[int] = field(default_factory=set)  # id() of the process groups its collectives ran on
-    hook: Any = None  # the global forward pre-hook filling ``modules``, while the capture is open
 
 
 class NativeGraph(Graph):
@@ -242,8 +241,9 @@ class TorchGraphObserver(GraphObserver):
                 delattr(self.graph_class, name)
             else:
                 setattr(self.graph_class, name, original)
-        for record in list(self._capturing):
-            self._stop_watching(record)
+        self._capturing.clear()  # a wrapper someone kept past close() records nothing
+        if torch.nn.Module.__dict__.get("__call__") is self._module_call:
+            torch.nn.Module.__call__ = self._saved_call  # type: ignore[method-assign]
         for handle in self._registration_hooks:
             handle.remove()
         self._collectives.close()
@@ -283,6 +283,9 @@ class TorchGraphObserver(GraphObserver):
             self._saved[name] = cls.__dict__.get(name)  # None: inherited, so delete ours on close
             setattr(cls, name, wrap(original))
         self._collectives.install()
+        self._saved_call = torch.nn.Module.__dict__["__call__"]
+        self._module_call = self._wrap_module_call(self._saved_call)
+        torch.nn.Module.__call__ = self._module_call  # type: ignore[method-assign]
         module_hooks = torch.nn.modules.module
         self._registration_hooks = [
             module_hooks.register_module_parameter_registration_hook(self._registered),
@@ -351,13 +354,12 @@ class TorchGraphObserver(GraphObserver):
         record = self._record(graph)
         record.modules, record.tokens, record.groups = {}, None, set()
         self._capturing.append(record)
-        self._watch_module_calls(record)
         # No scan here: capture_end scans before it emits, and nothing is emitted in between.
 
     def _abort(self, graph: Any) -> None:
         record = self._records.get(id(graph))
         if record is not None and record in self._capturing:
-            self._stop_watching(record)
+            self._capturing.remove(record)
 
     def _registered(self, module: torch.nn.Module, name: str, value: Any) -> None:
         """A parameter or buffer was registered on some module: cached capture slots may be stale."""
@@ -370,7 +372,7 @@ class TorchGraphObserver(GraphObserver):
         if record is None or record not in self._capturing:  # began before we were installed
             record = self._record(graph)
         else:
-            self._stop_watching(record)
+            self._capturing.remove(record)
         self._scan()  # changes before this capture belong before it
         self._names_fresh = False
         modules = list(record.modules.values())
@@ -431,30 +433,33 @@ class TorchGraphObserver(GraphObserver):
             self.runtime.events.emit(EventKind.GROUP_SHUTDOWN, torch_collectives.group_name(group), id(group))
             self._groups.pop(id(group), None)
 
-    def _watch_module_calls(self, record: _Observed) -> None:
-        """While ``record``'s capture is open, record every module called as ``module(...)``: a
-        global forward pre-hook of its own, registered only then (a global hook sends every module
-        call down torch's slow path), doing one dict store per call (a key stored again keeps its
-        first place, so the first module that ran stays first). Not a wrapper of
-        ``nn.Module.__call__``: assigning a class attribute of ``nn.Module`` invalidates the type
-        caches of all its subclasses, which cost more (about 0.1 ms a capture on a CPU core) than
-        the hook's slow path on a small model."""
-        modules = record.modules
+    def _wrap_module_call(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``nn.Module.__call__`` for the observer's lifetime: while a capture is open, it records
+        the module in every open capture (a dict store; a key stored again keeps its first place,
+        so the first module that ran stays first), then calls torch's own.
 
-        def module_ran(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-            if not modules:  # the first module's leading input dim is the graph's size in its label
-                first = args[0] if args else None
-                if isinstance(first, torch.Tensor) and first.dim() > 0:
-                    record.tokens = int(first.shape[0])
-            modules[id(module)] = module
+        Not a global forward pre-hook: any hook sends every module call down torch's slow path,
+        several times this wrapper's cost (bench/native_overhead.py, hooks alone). Installed once
+        per observer, not per capture: assigning a class attribute of ``nn.Module`` invalidates
+        the type caches of all its subclasses (about 0.4 ms). Dynamo inlines a patched
+        ``__call__``; it folds ``is_dynamo_compiling()`` to True and so never reads (nor guards on)
+        the open captures -- a model compiled outside a capture and replayed inside one, as vLLM
+        does, must not recompile under the observer."""
+        capturing = self._capturing
+        dynamo_compiling = torch.compiler.is_dynamo_compiling
 
-        record.hook = torch.nn.modules.module.register_module_forward_pre_hook(module_ran)
+        def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if not dynamo_compiling() and capturing:
+                for record in capturing:
+                    modules = record.modules
+                    if not modules:  # the first module's leading input dim is the graph's size in its label
+                        first = args[0] if args else None
+                        if isinstance(first, torch.Tensor) and first.dim() > 0:
+                            record.tokens = int(first.shape[0])
+                    modules[id(module)] = module
+            return call(module, *args, **kwargs)
 
-    def _stop_watching(self, record: _Observed) -> None:
-        self._capturing.remove(record)
-        if record.hook is not None:
-            record.hook.remove()
-            record.hook = None
+        return __call__
 
     # --- storage --------------------------------------------------------------------------
     def _slot(self, module: torch.nn.Module, table: str, key: str) -> _Slot:
