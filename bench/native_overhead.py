@@ -9,6 +9,11 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
 * replay CPU: the same N replay calls without the final synchronize, per call: the launch path
   alone, where the hook's Python runs (a GPU-bound loop hides it; a launch-bound one does not).
 
+* capture, graph hooks only: the capture with the observer installed but torch's own
+  ``nn.Module.__call__`` put back, so modules are not recorded: the difference to the capture
+  column is what recording the module calls costs on the real path (on the H200 host it is the
+  larger share, and several times what "hooks alone" measures for the same calls on a quiet CPU);
+
 * hooks alone: the same captures around a graph class that does nothing (no device, no graph
   work), so what is left is the hooks' own Python per capture and per module call -- the fixed
   cost the capture column's percentage divides by the device's capture time.
@@ -127,20 +132,28 @@ def hook_cost(runtime: Runtime, model: torch.nn.Module, x: torch.Tensor, n: int)
     return off, on, calls
 
 
-def measure(hooks: bool, runtime: Runtime, fn: Callable[..., Any], model: torch.nn.Module, *args: Any) -> Any:
-    """``fn(model, *args)``, with the hooks installed and a recorder listening when ``hooks``."""
+def measure(
+    hooks: bool, runtime: Runtime, fn: Callable[..., Any], model: torch.nn.Module, *args: Any, module_calls: bool = True
+) -> Any:
+    """``fn(model, *args)``, with the hooks installed and a recorder listening when ``hooks``;
+    without recording module calls when not ``module_calls`` (torch's ``__call__`` put back)."""
     if not hooks:
         return fn(model, *args)
+    torch_call = torch.nn.Module.__call__
     with runtime.observe_native_graphs() as observer, LifecycleRecorder(runtime):
         observer.set_roots([("main", model)])
+        if not module_calls:
+            torch.nn.Module.__call__ = torch_call  # type: ignore[method-assign]  (close() leaves it)
         return fn(model, *args)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating off/on rounds (default 5)")
-    parser.add_argument("--captures", type=int, default=10, help="captures per round (default 10)")
-    parser.add_argument("--replays", type=int, default=2000, help="replays per round (default 2000)")
+    parser.add_argument("--captures", type=int, default=40, help="captures per round (default 40)")
+    parser.add_argument(
+        "--replays", type=int, default=2000, help="replays per round, at most (default 2000; fewer for slow graphs)"
+    )
     add_quick(parser)
     args = parser.parse_args()
     if args.quick:
@@ -156,23 +169,37 @@ def main() -> int:
         device = "cuda"
     runtime = get_runtime("torch", device)
     print(f"native hooks overhead on {device} ({runtime.device_name()}), torch {torch.__version__}, {args.rounds} rounds")
-    header = f"{'model':<48} {'capture off/on ms':>18} {'ovh':>7} {'replay off/on us':>17} {'ovh':>7} {'replay CPU off/on us':>21} {'ovh':>7}"
+    # ovh: the median over rounds of each round's on/off ratio (a round's pair ran back to back, so
+    # drift of the host between rounds cancels), with the rounds' lowest and highest in brackets
+    print("ovh: median of the rounds' on/off ratios [lowest, highest round]")
+    header = f"{'model':<48} {'capture off/on ms':>18} {'ovh':>20} {'replay off/on us':>17} {'ovh':>20} {'replay CPU off/on us':>21} {'ovh':>20}"
     print(header)
     with torch.no_grad():
         for label, model, x in models(device, args.quick):
             model(x)  # warm-up: lazy library state
+            # about half a second of replays a measurement: the deep stack's 2000 would take 5 s
+            replays = args.replays if args.quick else max(200, min(args.replays, int(0.5 / time_replay(model, x, device, 50)[0])))
             figures: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
             for _ in range(args.rounds):
                 for hooks in (False, True):
                     cap = measure(hooks, runtime, time_capture, model, x, device, args.captures)
-                    rep, cpu = measure(hooks, runtime, time_replay, model, x, device, args.replays)
+                    rep, cpu = measure(hooks, runtime, time_replay, model, x, device, replays)
                     figures[hooks].append((cap, rep, cpu))
             med = {h: [statistics.median(col) for col in zip(*rows, strict=True)] for h, rows in figures.items()}
             cells = []
             for i, (scale, width) in enumerate(((1e3, 18), (1e6, 17), (1e6, 21))):
                 off, on = med[False][i], med[True][i]
-                cells.append(f"{f'{off * scale:.3f}/{on * scale:.3f}':>{width}} {100 * (on - off) / off:>+6.1f}%")
+                ratios = [100 * (r_on[i] / r_off[i] - 1) for r_off, r_on in zip(figures[False], figures[True], strict=True)]
+                spread = f"{statistics.median(ratios):+.1f}% [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+                cells.append(f"{f'{off * scale:.3f}/{on * scale:.3f}':>{width}} {spread:>20}")
             print(f"{label:<48} {' '.join(cells)}")
+            if not args.quick:
+                graph_only = []
+                for _ in range(args.rounds):
+                    off = measure(False, runtime, time_capture, model, x, device, args.captures)
+                    on = measure(True, runtime, time_capture, model, x, device, args.captures, module_calls=False)
+                    graph_only.append(100 * (on / off - 1))
+                print(f"  {'capture, graph hooks only (no module calls recorded)':<60} {statistics.median(graph_only):+.1f}%")
         print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
         for label, model, x in models("cpu", args.quick, hidden=64):
             start = time.perf_counter()
