@@ -14,6 +14,10 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
   column is what recording the module calls costs on the real path (on the H200 host it is the
   larger share, and several times what "hooks alone" measures for the same calls on a quiet CPU);
 
+* reference models, one weight sync's captures: ``runner.capture_model()`` of the bundled GLM4-MoE
+  with its MTP draft (3 + 2 graphs) and of Qwen3-VL (3 graphs), warm-ups included, as the engine
+  pays it at every weight sync; then the graphs are cleared (not timed);
+
 * hooks alone: the same captures around a graph class that does nothing (no device, no graph
   work), so what is left is the hooks' own Python per capture and per module call -- the fixed
   cost the capture column's percentage divides by the device's capture time.
@@ -147,6 +151,53 @@ def measure(
         return fn(model, *args)
 
 
+def time_capture_model(runtime: Runtime, subject: Any, hooks: bool, n: int) -> float:
+    """Median seconds of ``subject.runner.capture_model()``, hooks on or off, graphs cleared after each."""
+    from fd_conformance.engine.runner import clear_graphs_of
+
+    def cycle() -> float:
+        times = []
+        for _ in range(n):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            subject.runner.capture_model()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+            for wrapper in (subject.draft, subject.wrapper):  # the draft's graphs first, as the runner does
+                if wrapper is not None:
+                    clear_graphs_of(wrapper)
+        return statistics.median(times)
+
+    if not hooks:
+        return cycle()
+    with runtime.observe_native_graphs() as observer, LifecycleRecorder(runtime):
+        observer.set_roots([("main", subject.wrapper), ("draft", subject.draft)])
+        return cycle()
+
+
+def reference_rows(runtime: Runtime, rounds: int) -> None:
+    """The capture row for the bundled reference models (see the module docstring)."""
+    from fd_reference_models.torch_models.subject import glm4_moe_mtp_subject, qwen3_vl_subject
+
+    for label, factory in (
+        ("GLM4-MoE + MTP draft (3 + 2 graphs)", glm4_moe_mtp_subject),
+        ("Qwen3-VL (3 graphs)", qwen3_vl_subject),
+    ):
+        subject = factory(runtime)
+        try:
+            time_capture_model(runtime, subject, False, 2)  # warm-up: lazy library state
+            pairs = [
+                (time_capture_model(runtime, subject, False, 10), time_capture_model(runtime, subject, True, 10))
+                for _ in range(rounds)
+            ]
+        finally:
+            subject.runner.close()
+        ratios = [100 * (on / off - 1) for off, on in pairs]
+        off, on = (statistics.median(col) * 1e3 for col in zip(*pairs, strict=True))
+        spread = f"{statistics.median(ratios):+.1f}% [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+        print(f"  {label:<46} {off:.2f}/{on:.2f} ms {spread}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating off/on rounds (default 5)")
@@ -200,6 +251,9 @@ def main() -> int:
                     on = measure(True, runtime, time_capture, model, x, device, args.captures, module_calls=False)
                     graph_only.append(100 * (on / off - 1))
                 print(f"  {'capture, graph hooks only (no module calls recorded)':<60} {statistics.median(graph_only):+.1f}%")
+        if not args.quick:
+            print("reference models, runner.capture_model() off/on (warm-ups included):")
+            reference_rows(runtime, args.rounds)
         print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
         for label, model, x in models("cpu", args.quick, hidden=64):
             start = time.perf_counter()
