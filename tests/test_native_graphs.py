@@ -261,6 +261,30 @@ def test_two_open_captures_each_record_the_modules_that_ran_while_they_were_open
     assert inner_label.startswith("Net@3#") and outer_label.startswith("Net@2#")
 
 
+def test_a_listener_raising_mid_scan_does_not_hide_the_remaining_releases(
+    observer: TorchGraphObserver, rt: TorchRuntime, events: list[RuntimeEvent]
+) -> None:
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))
+    raised: list[str] = []
+
+    def fail_once(event: RuntimeEvent) -> None:
+        if event.kind is EventKind.PARAM_RELEASED and not raised:
+            raised.append(event.subject)
+            raise RuntimeError("a listener failing")
+
+    unsubscribe = rt.events.subscribe(fail_once)
+    net.first.weight.untyped_storage().resize_(0)
+    net.second.weight.untyped_storage().resize_(0)
+    with pytest.raises(RuntimeError):
+        observer.observe("first look")
+    unsubscribe()
+    observer.observe("second look")
+    released = {e.subject for e in events if e.kind is EventKind.PARAM_RELEASED}
+    assert released == {"first.weight", "second.weight"}
+
+
 def test_load_state_dict_in_place_changes_nothing_assign_is_a_restore(
     observer: TorchGraphObserver, events: list[RuntimeEvent]
 ) -> None:
