@@ -261,6 +261,16 @@ def test_two_open_captures_each_record_the_modules_that_ran_while_they_were_open
     assert inner_label.startswith("Net@3#") and outer_label.startswith("Net@2#")
 
 
+def test_scans_after_a_capture_take_the_fast_pass(observer: TorchGraphObserver) -> None:
+    """A scan that finds nothing moved keeps the pointers it read, so the next one compares them at
+    C speed instead of looking slot by slot (every capture and replay pays a scan)."""
+    net = Net()
+    observer.set_roots([("main", net)])
+    capture(net, torch.randn(2, 4))  # new slots: the columns are rebuilt at the next scan
+    observer.observe("first look")
+    assert observer._seen is not None
+
+
 def test_a_listener_raising_mid_scan_does_not_hide_the_remaining_releases(
     observer: TorchGraphObserver, rt: TorchRuntime, events: list[RuntimeEvent]
 ) -> None:

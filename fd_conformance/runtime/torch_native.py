@@ -521,6 +521,7 @@ class TorchGraphObserver(GraphObserver):
         self._seen = None  # until every move below is emitted: a listener raising must not hide the rest
         moved = [(slot, address) for slot in self._watched.values() if (address := slot.address()) != slot.ref.address]
         if not moved:
+            self._seen = now  # a pointer moved within its storage, or the columns were just rebuilt
             return
         released = {id(slot) for slot, address in moved if address == 0}
         if released and any(r.alive and released.intersection(map(id, r.slots)) for r in self._records.values()):
