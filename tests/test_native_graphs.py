@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,57 @@ def test_a_collected_model_is_released_once_and_no_longer_scanned(
     released = [e.subject for e in events if e.kind is EventKind.PARAM_RELEASED]
     assert sorted(released) == ["first.bias", "first.weight", "gain", "second.bias", "second.weight"]
     assert not observer._watched  # what every later scan reads
+
+
+def test_the_scan_holds_no_weight_of_a_dropped_model(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:
+    """The fast pass reads each watched module's own tables, held for speed: never past the
+    module, or a dropped model's weights would stay allocated while observed."""
+    net = Net()
+    observer.set_roots([("main", net)])
+    graph, _ = capture(net, torch.randn(2, 4))
+    observer.observe("captured")  # the fast pass armed: the tables are held
+    weight = weakref.ref(net.first.weight)
+    graph.reset()
+    observer.set_roots([])
+    del net, graph
+    gc.collect()
+    assert weight() is None
+    observer.observe("dropped")
+    assert "first.weight" in [e.subject for e in events if e.kind is EventKind.PARAM_RELEASED]
+    assert not observer._watched and observer._seen is not None  # forgotten, and the fast pass armed again
+
+
+def test_a_model_collected_by_the_scans_own_collection_is_released(
+    observer: TorchGraphObserver, events: list[RuntimeEvent]
+) -> None:
+    """A release under a live graph makes the scan collect garbage before judging; a model that
+    dies in that collection (it was only in a reference cycle) has its weights reported released
+    too, not forgotten unreported."""
+    served, dropped = Net(), Net()
+    observer.set_roots([("main", served), ("draft", dropped)])
+    kept, _ = capture(served, torch.randn(2, 4))
+    gone, _ = capture(dropped, torch.randn(2, 4))
+    gone.reset()
+    observer.observe("captured")
+    gc.disable()  # the cycle below must survive until the scan's own collection
+    try:
+        dropped.cycle = [dropped]  # type: ignore[assignment]  (a plain attribute: a reference cycle)
+        observer.set_roots([("main", served)])
+        del dropped, gone
+        served.first.weight.untyped_storage().resize_(0)  # a release under the live graph: the scan collects
+        observer.observe("released")
+    finally:
+        gc.enable()
+    released = {e.subject for e in events if e.kind is EventKind.PARAM_RELEASED}
+    assert released == {
+        "first.weight",
+        "draft.first.weight",
+        "draft.first.bias",
+        "draft.second.weight",
+        "draft.second.bias",
+        "draft.gain",
+    }
+    assert kept is not None
 
 
 # --- graph death ----------------------------------------------------------------------------------

@@ -95,8 +95,8 @@ class _Slot:
 
     __slots__ = ("__weakref__", "key", "last", "module", "ptr", "ref", "table")
 
-    def __init__(self, module: torch.nn.Module, table: str, key: str, name: str) -> None:
-        self.module = weakref.ref(module)
+    def __init__(self, module: torch.nn.Module, table: str, key: str, name: str, died: Callable[[Any], None]) -> None:
+        self.module = weakref.ref(module, died)
         self.table = table
         self.key = key
         self.ptr, self.last = -1, 0  # the tensor's data_ptr() when last looked at, and its storage address then
@@ -136,6 +136,10 @@ class _Observed:
     modules: dict[int, torch.nn.Module] = field(default_factory=dict)  # ran during the open capture
     tokens: int | None = None  # leading dim of the first module's first tensor input (the label's size)
     groups: set[int] = field(default_factory=set)  # id() of the process groups its collectives ran on
+    # Its slots' refs as its events carry them, and the observer's move count they were read at:
+    # the same tuple at every replay while nothing moved (the recorder compares it by identity)
+    refs: tuple[BufferRef, ...] = ()
+    refs_at: int = -1
 
 
 class NativeGraph(Graph):
@@ -191,10 +195,15 @@ class TorchGraphObserver(GraphObserver):
         self._records: dict[int, _Observed] = {}
         self._proxies: list[NativeGraph] = []
         self._watched: dict[tuple[int, str, str], _Slot] = {}
-        # _watched as parallel columns for the scan's C-speed pass; rebuilt when _watched changes
-        # (None then). _seen: that pass's pointers at the last scan (None: look slot by slot).
-        self._columns: tuple[list[weakref.ref[torch.nn.Module]], list[str], list[str]] | None = None
+        # _watched as parallel columns for the scan's C-speed pass: each slot's table -- the
+        # module's own dict, held (not its module, weakly) so the pass costs two C calls a slot --
+        # and key. Rebuilt when _watched changes or a watched module dies (None then: a dead
+        # module's dict must not outlive it). _seen: that pass's pointers at the last scan (None:
+        # look slot by slot). _died: a watched module was collected since the last scan.
+        self._columns: tuple[list[dict[str, Any]], list[str]] | None = None
         self._seen: list[int] | None = None
+        self._died = False
+        self._moves = 0  # slot refs replaced so far (each _Observed.refs is valid at one count)
         self._module_slots: dict[int, tuple[weakref.ref[torch.nn.Module], tuple[tuple[str, ...], ...], tuple[_Slot, ...]]] = {}
         # The slots of a capture, by the ids of the modules that ran in it: the same modules run in
         # every capture of a model, and a capture's cost is paid on the serving path. Valid while
@@ -243,6 +252,7 @@ class TorchGraphObserver(GraphObserver):
             else:
                 setattr(self.graph_class, name, original)
         self._capturing.clear()  # a wrapper someone kept past close() records nothing
+        self._columns = self._seen = None  # the modules' tables, held for the scan
         if torch.nn.Module.__dict__.get("__call__") is self._module_call:
             torch.nn.Module.__call__ = self._saved_call  # type: ignore[method-assign]
         for handle in self._registration_hooks:
@@ -377,7 +387,7 @@ class TorchGraphObserver(GraphObserver):
         self._scan()  # changes before this capture belong before it
         self._names_fresh = False
         modules = list(record.modules.values())
-        record.slots = self._captured_slots(modules)
+        record.slots, record.refs_at = self._captured_slots(modules), -1
         record.modules = {}
         record.alive = True
         proxy = record.proxy
@@ -390,7 +400,7 @@ class TorchGraphObserver(GraphObserver):
             proxy.label,
             id(graph),
             owner=proxy.owner,
-            buffers=tuple(map(SLOT_REF, record.slots)),
+            buffers=self._refs(record),
             groups=tuple(sorted(record.groups)),
         )
 
@@ -402,9 +412,12 @@ class TorchGraphObserver(GraphObserver):
             return  # captured before observing began: nothing to compare its replay with
         self._scan()
         proxy = record.proxy
-        self.runtime.events.emit(
-            EventKind.GRAPH_REPLAYED, proxy.label, id(graph), owner=proxy.owner, buffers=tuple(map(SLOT_REF, record.slots))
-        )
+        self.runtime.events.emit(EventKind.GRAPH_REPLAYED, proxy.label, id(graph), owner=proxy.owner, buffers=self._refs(record))
+
+    def _refs(self, record: _Observed) -> tuple[BufferRef, ...]:
+        if record.refs_at != self._moves:
+            record.refs, record.refs_at = tuple(map(SLOT_REF, record.slots)), self._moves
+        return record.refs
 
     def _destroyed(self, graph_id: int) -> None:
         """reset(), or the finalizer of a graph collected without one (no reference to the graph)."""
@@ -414,7 +427,7 @@ class TorchGraphObserver(GraphObserver):
         if not self._collecting:
             self._scan()  # a weight released before the graph died must read as such (FDC201)
         record.alive = False
-        record.slots = ()
+        record.slots, record.refs_at = (), -1
         proxy = record.proxy
         self.runtime.events.emit(EventKind.GRAPH_DESTROYED, proxy.label, graph_id, owner=proxy.owner)
 
@@ -467,7 +480,7 @@ class TorchGraphObserver(GraphObserver):
         index = (id(module), table, key)
         slot = self._watched.get(index)
         if slot is None or slot.module() is not module:
-            slot = self._watched[index] = _Slot(module, table, key, self._name(module, key))
+            slot = self._watched[index] = _Slot(module, table, key, self._name(module, key), self._module_died)
             self._columns = None
         return slot
 
@@ -497,19 +510,28 @@ class TorchGraphObserver(GraphObserver):
         self._capture_slots[key] = (self._registrations, tuple(map(weakref.ref, modules)), slots)
         return slots
 
+    def _module_died(self, _: Any) -> None:
+        """A watched module was collected (a weakref callback, mid-deallocation: no work here)."""
+        self._columns, self._died = None, True
+
     def _pointers(self) -> list[int] | None:
         """Every watched slot's tensor's data_ptr(), read without a Python frame per slot (a scan
         runs at every capture and replay: hundreds of weights in a real model). None when some
         slot cannot be read that way -- its module collected, its entry deleted or None, a tensor
-        without a plain pointer -- and the scan must look slot by slot."""
+        without a plain pointer -- and the scan must look slot by slot.
+
+        The pass reads the tables it held since the columns were built: a module whose
+        ``_parameters`` dict itself is replaced (no torch API does) is seen by the slow path only."""
         if self._columns is None:
-            slots = self._watched.values()
-            self._columns = ([s.module for s in slots], [s.table for s in slots], [s.key for s in slots])
+            slots = list(self._watched.values())
+            modules = list(map(_deref, (slot.module for slot in slots)))
+            if None in modules:  # collected: the slow path reports its slots, then they are forgotten
+                return None
+            self._columns = (list(map(LOOKUP, map(vars, modules), (s.table for s in slots))), [s.key for s in slots])
             self._seen = None
-        modules, tables, keys = self._columns
+        tables, keys = self._columns
         try:
-            states = map(vars, map(_deref, modules))  # vars(None): a collected module
-            return list(map(DATA_PTR, map(LOOKUP, map(LOOKUP, states, tables), keys)))
+            return list(map(DATA_PTR, map(LOOKUP, tables, keys)))
         except (TypeError, RuntimeError, NotImplementedError):
             return None
 
@@ -520,9 +542,16 @@ class TorchGraphObserver(GraphObserver):
             return  # no pointer moved: every slot's address is the one last seen
         self._seen = None  # until every move below is emitted: a listener raising must not hide the rest
         moved = [(slot, address) for slot in self._watched.values() if (address := slot.address()) != slot.ref.address]
-        if not moved:
-            self._seen = now  # a pointer moved within its storage, or the columns were just rebuilt
-            return
+        while moved:
+            self._emit_moves(moved)
+            # A collection in there may have killed watched modules: their slots are released too
+            moved = [(slot, 0) for slot in self._watched.values() if slot.ref.address and slot.module() is None]
+        if self._died:  # a collected module's slots are reported (above) and cannot come back
+            self._forget_collected()
+            now = self._pointers()
+        self._seen = now  # only now: a listener raising above must not hide the moves left
+
+    def _emit_moves(self, moved: list[tuple[_Slot, int]]) -> None:
         released = {id(slot) for slot, address in moved if address == 0}
         if released and any(r.alive and released.intersection(map(id, r.slots)) for r in self._records.values()):
             # A graph nothing can reach any more is being destroyed: one held only by a reference
@@ -533,17 +562,16 @@ class TorchGraphObserver(GraphObserver):
         events = self.runtime.events
         for slot, address in moved:
             before = slot.ref
+            self._moves += 1
             slot.ref = BufferRef(before.obj_id, address, before.name)
             kind = EventKind.PARAM_RELEASED if address == 0 else EventKind.PARAM_RESTORED
             events.emit(kind, before.name, before.obj_id, buffers=(slot.ref,))
-        self._seen = now
-        if any(address == 0 and slot.module() is None for slot, address in moved):
-            self._forget_collected()
 
     def _forget_collected(self) -> None:
         """Drop the slots and cache entries of collected modules: their release is reported, they
         cannot come back, and every scan would read them again (a model rebuilt per weight sync
         would grow the scan by a model each time)."""
+        self._died = False
         self._watched = {k: slot for k, slot in self._watched.items() if slot.module() is not None}
         self._columns = None
         self._module_slots = {k: entry for k, entry in self._module_slots.items() if entry[0]() is not None}
