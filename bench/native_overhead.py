@@ -16,7 +16,9 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
 
 * reference models, one weight sync's captures: ``runner.capture_model()`` of the bundled GLM4-MoE
   with its MTP draft (3 + 2 graphs) and of Qwen3-VL (3 graphs), warm-ups included, as the engine
-  pays it at every weight sync; then the graphs are cleared (not timed);
+  pays it at every weight sync; then the graphs are cleared (not timed); and their replay: every
+  captured size's ``wrapper.forward(inputs)`` (input copy, replay, outputs) in turn, N times,
+  one synchronize, per forward -- a decode step as the engine pays it;
 
 * hooks alone: the same captures around a graph class that does nothing (no device, no graph
   work), so what is left is the hooks' own Python per capture and per module call -- the fixed
@@ -151,28 +153,57 @@ def measure(
         return fn(model, *args)
 
 
-def time_capture_model(runtime: Runtime, subject: Any, hooks: bool, n: int) -> float:
-    """Median seconds of ``subject.runner.capture_model()``, hooks on or off, graphs cleared after each."""
+def clear_subject_graphs(subject: Any) -> None:
     from fd_conformance.engine.runner import clear_graphs_of
 
-    def cycle() -> float:
-        times = []
-        for _ in range(n):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            subject.runner.capture_model()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-            for wrapper in (subject.draft, subject.wrapper):  # the draft's graphs first, as the runner does
-                if wrapper is not None:
-                    clear_graphs_of(wrapper)
-        return statistics.median(times)
+    for wrapper in (subject.draft, subject.wrapper):  # the draft's graphs first, as the runner does
+        if wrapper is not None:
+            clear_graphs_of(wrapper)
 
+
+def time_capture_model(subject: Any, n: int) -> float:
+    """Median seconds of ``subject.runner.capture_model()``, graphs cleared after each."""
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        subject.runner.capture_model()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        clear_subject_graphs(subject)
+    return statistics.median(times)
+
+
+def time_forward(subject: Any, n: int) -> float:
+    """Seconds per ``wrapper.forward`` through a captured graph: every size of every wrapper in
+    turn, ``n`` rounds, one synchronize (the graphs captured first, under the same hooks)."""
+    subject.runner.capture_model()
+    steps = [
+        (wrapper, wrapper.dummy_inputs(size))
+        for wrapper in (subject.wrapper, subject.draft)
+        if wrapper is not None
+        for size in wrapper.graph_opt_config.capture_sizes
+    ]
+    for wrapper, inputs in steps:
+        wrapper.forward(inputs)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        for wrapper, inputs in steps:
+            wrapper.forward(inputs)
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    clear_subject_graphs(subject)
+    return elapsed / (n * len(steps))
+
+
+def on_subject(runtime: Runtime, subject: Any, hooks: bool, fn: Callable[[Any, int], float], n: int) -> float:
+    """``fn(subject, n)``, with the hooks installed and a recorder listening when ``hooks``."""
     if not hooks:
-        return cycle()
+        return fn(subject, n)
     with runtime.observe_native_graphs() as observer, LifecycleRecorder(runtime):
         observer.set_roots([("main", subject.wrapper), ("draft", subject.draft)])
-        return cycle()
+        return fn(subject, n)
 
 
 def reference_rows(runtime: Runtime, rounds: int) -> None:
@@ -185,17 +216,20 @@ def reference_rows(runtime: Runtime, rounds: int) -> None:
     ):
         subject = factory(runtime)
         try:
-            time_capture_model(runtime, subject, False, 2)  # warm-up: lazy library state
-            pairs = [
-                (time_capture_model(runtime, subject, False, 10), time_capture_model(runtime, subject, True, 10))
-                for _ in range(rounds)
-            ]
+            time_capture_model(subject, 2)  # warm-up: lazy library state
+            for what, fn, n, scale, unit in (
+                ("capture", time_capture_model, 10, 1e3, "ms"),
+                ("replay", time_forward, 200, 1e6, "us"),
+            ):
+                pairs = [
+                    (on_subject(runtime, subject, False, fn, n), on_subject(runtime, subject, True, fn, n)) for _ in range(rounds)
+                ]
+                ratios = [100 * (on / off - 1) for off, on in pairs]
+                off, on = (statistics.median(col) * scale for col in zip(*pairs, strict=True))
+                spread = f"{statistics.median(ratios):+.1f}% [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+                print(f"  {label:<38} {what:<8} {off:.2f}/{on:.2f} {unit} {spread}")
         finally:
             subject.runner.close()
-        ratios = [100 * (on / off - 1) for off, on in pairs]
-        off, on = (statistics.median(col) * 1e3 for col in zip(*pairs, strict=True))
-        spread = f"{statistics.median(ratios):+.1f}% [{min(ratios):+.1f}, {max(ratios):+.1f}]"
-        print(f"  {label:<46} {off:.2f}/{on:.2f} ms {spread}")
 
 
 def main() -> int:
@@ -252,7 +286,7 @@ def main() -> int:
                     graph_only.append(100 * (on / off - 1))
                 print(f"  {'capture, graph hooks only (no module calls recorded)':<60} {statistics.median(graph_only):+.1f}%")
         if not args.quick:
-            print("reference models, runner.capture_model() off/on (warm-ups included):")
+            print("reference models: runner.capture_model() off/on (warm-ups included), then replay, a forward through a graph:")
             reference_rows(runtime, args.rounds)
         print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
         for label, model, x in models("cpu", args.quick, hidden=64):

@@ -62,7 +62,7 @@ export -f import_parallel
 step import-parallel 90 bash -c import_parallel
 # 2c. what native mode's hooks cost on capture and on replay of real graphs (issue 25: <= 5 %),
 #     and the hooks alone around a graph class that captures nothing
-step native-overhead 150 $PY bench/native_overhead.py --rounds 3
+step native-overhead 200 $PY bench/native_overhead.py --rounds 3
 # 3. the main job's suite session serial vs -n 4 / -n 8 on the one GPU, with the speed-up
 step suite-time 240 $PY bench/suite_time.py --device cuda --workers 0 4 8
 # 4. the main job with every bundled mutant at -n 8 (serial is xdist-verdicts' reference)
