@@ -126,6 +126,31 @@ def test_module_calls_are_recorded_without_torch_hooks_and_call_is_put_back_on_c
     assert torch.nn.Module.__call__ is original
 
 
+def test_dynamo_first_imported_while_observing_gets_torch_call_back_on_close() -> None:
+    """torch._dynamo reads ``nn.Module.__call__`` once, at import, as torch's own: imported under
+    the observer it took the wrapper, and every later compile in the process would trace it."""
+    code = """
+import sys, torch
+from fd_conformance.runtime import get_runtime
+from fd_conformance.runtime.torch_native import TorchGraphObserver
+class Graph:
+    def capture_begin(self): ...
+    def capture_end(self): ...
+    def replay(self): ...
+    def reset(self): ...
+assert "torch._dynamo" not in sys.modules
+torch_call = torch.nn.Module.__call__
+with TorchGraphObserver(get_runtime("torch", "cpu"), Graph):
+    import torch._dynamo.variables.nn_module as nn_module
+    import torch._dynamo.utils as utils
+    assert utils.unpatched_nn_module_call is not torch_call  # what it read: the wrapper
+assert utils.unpatched_nn_module_call is torch_call and nn_module.unpatched_nn_module_call is torch_call
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 class NullGraph:
     """A graph class that captures nothing (dynamo must not see the tape double's dispatch mode)."""
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import gc
 import itertools
 import operator
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ TABLES = ("_parameters", "_buffers")  # where nn.Module keeps what a graph reads
 DATA_PTR: Callable[[Any], int] = torch.Tensor.data_ptr
 LOOKUP: Callable[[Any, str], Any] = dict.get
 SLOT_REF = operator.attrgetter("ref")
+# Modules of torch._dynamo that keep torch's nn.Module.__call__, read once at their import
+DYNAMO_UNPATCHED_CALL = ("torch._dynamo.utils", "torch._dynamo.variables.nn_module")
 _deref = operator.methodcaller("__call__")  # a weakref's referent at C speed (operator.call is 3.11+)
 
 # The observer installed now (one at a time: two would wrap the class twice and double every event).
@@ -255,6 +258,12 @@ class TorchGraphObserver(GraphObserver):
         self._columns = self._seen = None  # the modules' tables, held for the scan
         if torch.nn.Module.__dict__.get("__call__") is self._module_call:
             torch.nn.Module.__call__ = self._saved_call  # type: ignore[method-assign]
+        for name in DYNAMO_UNPATCHED_CALL:
+            # Dynamo first imported while we observed took our wrapper for torch's own __call__
+            # and would trace it, not inline torch's, in every later compile of the process.
+            dynamo = sys.modules.get(name)
+            if getattr(dynamo, "unpatched_nn_module_call", None) is self._module_call:
+                dynamo.unpatched_nn_module_call = self._saved_call  # type: ignore[union-attr]
         for handle in self._registration_hooks:
             handle.remove()
         self._collectives.close()
