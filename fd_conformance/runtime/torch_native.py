@@ -533,7 +533,7 @@ class TorchGraphObserver(GraphObserver):
         ``_parameters`` dict itself is replaced (no torch API does) is seen by the slow path only."""
         if self._columns is None:
             slots = list(self._watched.values())
-            modules = list(map(_deref, (slot.module for slot in slots)))
+            modules = [slot.module() for slot in slots]  # once per rebuild: no need for C speed
             if None in modules:  # collected: the slow path reports its slots, then they are forgotten
                 return None
             self._columns = (list(map(LOOKUP, map(vars, modules), (s.table for s in slots))), [s.key for s in slots])
