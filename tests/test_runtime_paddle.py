@@ -169,6 +169,17 @@ def test_one_rank_gloo_group_lifecycle(rt: PaddleRuntime, events: list[RuntimeEv
     ]
 
 
+def test_release_groups_tears_down_what_the_model_left_alive(rt: PaddleRuntime, events: list[RuntimeEvent]) -> None:
+    """After a check, a group the model left alive is deregistered from Paddle, with no event."""
+    import paddle.distributed.collective as collective
+
+    group = rt.new_group("tp")
+    assert isinstance(group, PaddleGroup)
+    rt.release_groups()
+    assert not group.alive and group.dist_name not in collective._get_group_map_by_name()
+    assert [e.kind for e in events] == [EventKind.GROUP_CREATED]
+
+
 def test_group_shutdown_event_precedes_the_destroy_call(rt: PaddleRuntime) -> None:
     """As in torch: GROUP_SHUTDOWN is emitted while Paddle still has the group registered, so the
     record shows the shutdown even when NCCL's destroy (waiting on captured graphs) never returns."""

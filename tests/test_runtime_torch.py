@@ -7,6 +7,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -282,6 +283,54 @@ def test_gpu_nccl_all_reduce_captured_in_a_graph_replays() -> None:
         rt.shutdown_group(group)
     again = rt.new_group("tp")
     rt.shutdown_group(again)
+
+
+@pytest.fixture
+def world_left_as_found() -> Iterator[None]:
+    """release_groups keeps the world for the next check: a test that made one takes it down,
+    so the tests after it start without one, as they expect."""
+    existed = dist.is_initialized()
+    yield
+    if not existed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.mark.usefixtures("world_left_as_found")
+def test_release_groups_tears_down_what_the_model_left_alive(rt: TorchRuntime, events: list[RuntimeEvent]) -> None:
+    """A check's leftover groups are destroyed in the framework's registry, quietly: on a GPU each
+    is a NCCL communicator holding device memory, and a worker runs hundreds of checks."""
+    tp, ep = rt.new_group("tp"), rt.new_group("ep")
+    rt.shutdown_group(tp)  # the model shut one down itself
+    rt.release_groups()
+    registry = dist.distributed_c10d._world.pg_map if dist.is_initialized() else {}
+    assert not ep.alive and ep.handle not in registry and tp.handle not in registry
+    assert dist.is_initialized()  # the world stays for the next check's runtime to join
+    assert [e.kind for e in events].count(EventKind.GROUP_SHUTDOWN) == 1  # the model's own only
+    rt.release_groups()  # nothing left: a no-op
+    again = rt.new_group("tp")  # the kept world takes new groups
+    again.all_reduce(torch.ones(2))
+    rt.shutdown_group(again)
+
+
+@pytest.mark.usefixtures("world_left_as_found")
+def test_release_groups_waits_for_a_live_graph(rt: TorchRuntime) -> None:
+    """A group is not destroyed under a live graph (NCCL's destroy waits on graphs that captured
+    its communicator: teardown would hang); once the graph is reset it is."""
+    group = rt.new_group("tp")
+    graph = rt.new_graph("step")
+    x = torch.ones(4)
+
+    def step() -> torch.Tensor:
+        y = x * 2
+        group.all_reduce(y)
+        return y
+
+    graph.capture(step, buffers=[x], groups=[group])
+    rt.release_groups()
+    assert group.alive and group.handle in dist.distributed_c10d._world.pg_map
+    graph.reset()
+    rt.release_groups()
+    assert not group.alive
 
 
 def test_group_shutdown_event_precedes_the_destroy_call(rt: TorchRuntime) -> None:

@@ -161,7 +161,7 @@ def native_or_kit(subject: Subject, runtime: Runtime, observer: GraphObserver | 
 
 def release_subject(subject: Subject, runtime: Runtime) -> None:
     """Best-effort cleanup: reset graphs directly (the model's own clear may be the mutant's bug),
-    then collect garbage and return cached memory to the device."""
+    then collect garbage, tear down the groups it left alive and return cached memory to the device."""
     try:
         graphs = list(subject.graphs())
     except Exception:  # noqa: BLE001 - a broken subject was already judged by its check
@@ -175,6 +175,7 @@ def release_subject(subject: Subject, runtime: Runtime) -> None:
     gc.collect()
     try:
         runtime.synchronize()
+        runtime.release_groups()  # communicators the model left alive hold device memory
         runtime.empty_cache()
     except Exception:  # noqa: BLE001 - a poisoned device is the check's finding, not teardown's
         pass

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 WORKERINPUT_KEY = "fd_conformance_gpu"  # physical device id string, as CUDA_VISIBLE_DEVICES spells it
 # What one worker may take of a GPU: its CUDA context (~0.5 GiB), its isolation worker's context
-# and the tiny conformance models with their graph pools. Measured peak is well under this; the
-# budget only stops `-n auto` from packing more workers than a small or busy GPU can hold.
+# and the tiny conformance models with their graph pools. Measured peak: 1.7 GiB per worker
+# process (H100, -n 4, every bundled case; it was 10-26 GiB while each check's NCCL groups were
+# left alive). The budget only stops `-n auto` from packing more workers than a GPU can hold.
 WORKER_GPU_BYTES = 4 << 30
 # Workers per GPU beyond this stop paying off: they queue on one device's streams (measured on
 # one H200 by bench/suite_time.py --workers).

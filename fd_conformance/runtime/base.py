@@ -290,6 +290,8 @@ class Runtime(abc.ABC):
         # the runtime's own allocations (restored weights, clones) are recorded here so that a
         # weight copy kept across cycles is visible as growth on CPU too.
         self._ledger: AllocationLedger | None = None
+        self._groups: list[Group] = []  # made by new_group(), not yet destroyed
+        self._live_graphs: weakref.WeakSet[RecordedGraph] = weakref.WeakSet()  # captured, not yet reset
 
     # --- framework / device -------------------------------------------------------
     @property
@@ -449,11 +451,36 @@ class Runtime(abc.ABC):
             return
         self.events.emit(EventKind.GROUP_SHUTDOWN, group.name, id(group))
         group._alive = False  # no collective may start on it from here on, even if destroy hangs
+        if group in self._groups:
+            self._groups.remove(group)
         self._destroy_group(group)
 
     @abc.abstractmethod
     def _destroy_group(self, group: Any) -> None:
         """The framework's calls that tear ``group`` (already marked dead) down."""
+
+    def release_groups(self) -> None:
+        """After a check: tear down the groups the model left alive, without events (the verdict
+        is in). Each is a real communicator, on a GPU a NCCL one holding device memory outside the
+        caching allocator, and a worker runs hundreds of checks: on an H100 the leftovers took each
+        of four workers to 10-26 GiB, the card filled and later checks crashed (FDC502); torn down,
+        a worker peaked at 1.7 GiB.
+        Not while any graph is alive: destroying a communicator a live graph captured waits on
+        that graph (the MTP hang), and teardown must not hang."""
+        if any(graph.alive for graph in self._live_graphs) or self.native_graphs_alive():
+            return
+        for group in [group for group in self._groups if group.alive]:
+            group._alive = False
+            self._groups.remove(group)
+            self._release_group(group)
+
+    def _release_group(self, group: Any) -> None:
+        """Tear down a group a check left alive (an adapter may keep what the next check reuses)."""
+        self._destroy_group(group)
+
+    def native_graphs_alive(self) -> bool:
+        """A framework graph observed in native mode is alive now (adapters with native mode say)."""
+        return False
 
 
 BufferSpec = Iterable[Any] | Mapping[str, Any]  # tensors, or name -> tensor for readable findings
@@ -546,6 +573,7 @@ class RecordedGraph(Graph):
             self._buffers, self._groups = (), ()
             raise
         self._alive = True
+        self.runtime._live_graphs.add(self)
         self._observed = self.runtime.observes_natively()
         if self._observed:
             return outputs
@@ -580,6 +608,7 @@ class RecordedGraph(Graph):
             self._finalizer = None
         self._reset()
         self._alive = False
+        self.runtime._live_graphs.discard(self)
         self._buffers, self._groups = (), ()
         if not self._observed:
             self.runtime.events.emit(EventKind.GRAPH_DESTROYED, self.label, id(self), owner=self.owner)

@@ -349,6 +349,7 @@ class PaddleRuntime(Runtime):
     # --- communication ------------------------------------------------------------
     def new_group(self, name: str = "tp") -> Group:
         group = PaddleGroup(name, "nccl" if self.device == "cuda" else "gloo")
+        self._groups.append(group)
         self.events.emit(EventKind.GROUP_CREATED, name, id(group))
         return group
 

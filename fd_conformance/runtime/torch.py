@@ -127,7 +127,6 @@ class TorchRuntime(Runtime):
         )
         if device != "cuda":
             self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
-        self._groups: list[TorchGroup] = []
         self._owns_default_group = False
         self._store_dir: str | None = None
         self._store_cleanup: Callable[[], None] | None = None
@@ -214,6 +213,9 @@ class TorchRuntime(Runtime):
     def observes_natively(self) -> bool:
         return torch_native.observing(self)
 
+    def native_graphs_alive(self) -> bool:
+        return torch_native.live_native_graphs() > 0
+
     def observe_native_graphs(self) -> GraphObserver:
         reason = self.native_graphs_unavailable()
         if reason is not None:
@@ -296,8 +298,13 @@ class TorchRuntime(Runtime):
 
     group_type = TorchGroup
 
+    def _release_group(self, group: TorchGroup) -> None:
+        # The subgroup only: the world stays for the next check's runtime to join. Re-making it
+        # per check cost +16 % on the CPU suite session (gloo), an NCCL init + destroy per check
+        # on a GPU; one world per process holds one communicator, not one per check.
+        dist.destroy_process_group(group.handle)
+
     def _destroy_group(self, group: TorchGroup) -> None:
-        self._groups.remove(group)
         dist.destroy_process_group(group.handle)
         if not self._groups and self._owns_default_group:
             # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
