@@ -442,10 +442,23 @@ def test_a_graph_dropped_without_reset_is_destroyed_by_its_finalizer(
 ) -> None:
     net = Net()
     cache = {4: capture(net, torch.randn(4, 4))}
-    label = observer.graphs()[0].label
+    (proxy,) = observer.graphs()
     cache.clear()  # the way caches clear: drop the entry, never reset()
-    assert kinds(events)[-1] == ("graph_destroyed", label)
-    assert not observer.graphs()[0].alive
+    assert kinds(events)[-1] == ("graph_destroyed", proxy.label)
+    assert not proxy.alive
+
+
+def test_collected_graphs_are_forgotten(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:
+    """A check that captures a graph per size per weight cycle keeps no record of the collected
+    ones; a reset graph the model still holds stays listed (it may be captured again)."""
+    net, x = Net(), torch.randn(2, 4)
+    kept, _ = capture(net, x)
+    for _ in range(50):
+        capture(net, x)  # dropped at once, never reset
+    kept.reset()
+    assert [proxy.identity for proxy in observer.graphs()] == [id(kept)]
+    assert len(observer._records) == 1
+    assert [k for k, _ in kinds(events)].count("graph_destroyed") == 51
 
 
 def test_reset_destroys_once_and_a_graph_can_be_captured_again(observer: TorchGraphObserver, events: list[RuntimeEvent]) -> None:

@@ -196,7 +196,7 @@ class TorchGraphObserver(GraphObserver):
         self.runtime = runtime
         self.graph_class: type = graph_class if graph_class is not None else torch.cuda.CUDAGraph
         self._records: dict[int, _Observed] = {}
-        self._proxies: list[NativeGraph] = []
+        self._proxies: dict[int, NativeGraph] = {}  # by id(graph), in capture order; the collected drop out
         self._watched: dict[tuple[int, str, str], _Slot] = {}
         # _watched as parallel columns for the scan's C-speed pass: each slot's table -- the
         # module's own dict, held (not its module, weakly) so the pass costs two C calls a slot --
@@ -235,7 +235,7 @@ class TorchGraphObserver(GraphObserver):
         return (self.graph_class,)
 
     def graphs(self) -> list[Graph]:
-        return list(self._proxies)
+        return list(self._proxies.values())
 
     def set_roots(self, roots: Sequence[tuple[str, Any]]) -> None:
         self._roots = [(role, model) for role, model in roots if model is not None]
@@ -363,9 +363,9 @@ class TorchGraphObserver(GraphObserver):
             # weakref callback, not weakref.finalize (a tenth of its cost, paid per capture); after
             # close() it finds the observer closed and does nothing.
             graph_id = id(graph)
-            record = _Observed(weakref.ref(graph, lambda _: self._destroyed(graph_id)), proxy)
+            record = _Observed(weakref.ref(graph, lambda _: self._collected(graph_id)), proxy)
             self._records[graph_id] = record
-            self._proxies.append(proxy)
+            self._proxies[graph_id] = proxy
         return record
 
     def _begin(self, graph: Any) -> None:
@@ -439,6 +439,13 @@ class TorchGraphObserver(GraphObserver):
         record.slots, record.refs_at = (), -1
         proxy = record.proxy
         self.runtime.events.emit(EventKind.GRAPH_DESTROYED, proxy.label, graph_id, owner=proxy.owner)
+
+    def _collected(self, graph_id: int) -> None:
+        """The framework graph is gone: destroyed if it was alive, then forgotten, so a check that
+        captures a graph per size per weight cycle holds no record of each one it ever saw."""
+        self._destroyed(graph_id)
+        self._records.pop(graph_id, None)
+        self._proxies.pop(graph_id, None)
 
     def _collective_ran(self, group: Any) -> None:
         """A collective on ``group`` was called while capturing: every open capture captured it."""
