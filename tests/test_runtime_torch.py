@@ -313,6 +313,23 @@ def test_release_groups_tears_down_what_the_model_left_alive(rt: TorchRuntime, e
 
 
 @pytest.mark.usefixtures("world_left_as_found")
+def test_a_checks_teardown_tears_down_the_groups_its_model_left_alive() -> None:
+    """The plugin's teardown (release_subject) is where release_groups runs for every check: a
+    reference model built and released leaves none of its groups registered."""
+    from fd_conformance.plugin.fixtures import release_subject
+    from fd_reference_models.cases import all_cases
+
+    case = next(case for case in all_cases() if case.name == "torch-glm4-moe")
+    rt = get_runtime(case.runtime, "cpu")
+    subject = case.factory(rt)
+    groups = [group for group in rt._groups if group.alive]
+    assert groups  # the model made its groups and left them to the engine's teardown
+    release_subject(subject, rt)
+    registry = dist.distributed_c10d._world.pg_map if dist.is_initialized() else {}
+    assert not any(group.alive or group.handle in registry for group in groups)
+
+
+@pytest.mark.usefixtures("world_left_as_found")
 def test_release_groups_waits_for_a_live_graph(rt: TorchRuntime) -> None:
     """A group is not destroyed under a live graph (NCCL's destroy waits on graphs that captured
     its communicator: teardown would hang); once the graph is reset it is."""
