@@ -74,7 +74,8 @@ step comm-cost 90 $PY bench/comm_group_cost.py --repeat 5
 #    (ours and the outside-style Acme model) and the smallest leak the 4 KiB threshold reports
 step leak-resolution 120 $PY bench/leak_resolution.py --cycles 20
 # 8. every bundled mutant: -n 4 on the one GPU must judge exactly like serial (and how much faster)
-step xdist-verdicts 250 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
+#    (25 rows, 400 tests on an H100 at 7dd3d49: 89.8 s at -n 4, 224.0 s serial)
+step xdist-verdicts 360 $PY bench/xdist_verdicts.py --device cuda --include-mutants --workers 4 0
 # 9. where the main job's serial session spends its time, test by test (what to cut next)
 step suite-durations 120 $PY -m pytest --pyargs fd_conformance.suite -m gpu -k cuda -q -p no:cacheprovider --durations=30
 # 10. stacks of an in-process (--fd-isolate=off) cuda session at 40 s (one outlived 120 s inside

@@ -766,6 +766,8 @@ CPU_SAMPLE = [
     "quill-sharded-tp",  # a real gloo group: the all-reduce seen inside the capture
     "quill-sharded-closes-group-first",  # FDC202 from destroy_process_group alone
     "quill-bucket-flag-keyed-clear",  # FDC205: the flag-switch probe builds a native sibling
+    "quill-pool-registers-after-capture",  # new Parameters registered under live graphs
+    "quill-pool-remembers-last-launch",  # a graph that dies by refcount kept alive by the engine
 ]
 
 
