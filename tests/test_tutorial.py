@@ -2,7 +2,9 @@
 ``<!-- tutorial: tiny_lm.py -->`` marker) become ``tiny_lm.py``, its certify command runs on it
 through the real kit on CPU, and the row must be certified. The same module with the wrapper's
 clear method deleted must NOT be certified, so a tutorial that stopped exercising the contract
-(or a kit that stopped checking it) fails here.
+(or a kit that stopped checking it) fails here. Its native section's two files (the author's
+model, which imports nothing from the kit, and the glue) run the same way: certified as written,
+and not certified with the weights freed before the graphs are dropped.
 """
 
 from __future__ import annotations
@@ -66,7 +68,12 @@ def certify(directory: Path, source: str) -> dict[str, Any]:
         "FD_CONFORMANCE_GPU": "0",  # CPU rows (host-emulated graphs) on any machine
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    proc = subprocess.run(certify_command(), cwd=directory, env=env, capture_output=True, text=True, timeout=600)
+    return run_in(directory, certify_command(), env)
+
+
+def run_in(directory: Path, cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run a certify command in ``directory``; its process, its one row and its output's tail."""
+    proc = subprocess.run(cmd, cwd=directory, env=env, capture_output=True, text=True, timeout=600)
     report = directory / "fd-conformance-report" / "conformance.json"  # run's default --out
     assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = json.loads(report.read_text())["cases"]
@@ -111,3 +118,77 @@ def test_tutorial_runner_that_never_hears_of_the_draft_is_not_certified(tmp_path
     row = result["row"]
     assert result["proc"].returncode == 1 and row["verdict"] == "violations", result["log"]
     assert {"FDC201", "FDC203"} <= set(row["observed_findings"]), (row["observed_findings"], result["log"])
+
+
+# --- the native section: the author's model file and the glue, certified as written ---------------
+
+NATIVE_FILES = ("plain_lm.py", "plain_lm_cases.py")
+NATIVE_CERTIFY_MARKER = "<!-- tutorial: certify native -->"
+TESTS_DIR = Path(__file__).resolve().parent  # native_double.py: the CPU stand-in for torch.cuda.CUDAGraph
+CLEAR_IN_ORDER = (
+    "        self.model.clear_graph_opt_backend()  # graphs first,\n"
+    "        for param in self.model.parameters():\n"
+    "            param.untyped_storage().resize_(0)  # then the weights they read\n"
+)
+CLEAR_WEIGHTS_FIRST = (
+    "        for param in self.model.parameters():\n"
+    "            param.untyped_storage().resize_(0)\n"
+    "        self.model.clear_graph_opt_backend()\n"
+)
+
+
+def native_files() -> dict[str, str]:
+    files = {}
+    for name in NATIVE_FILES:
+        (block,) = fenced_after(f"<!-- tutorial: {name} -->", "python")
+        files[name] = block
+    return files
+
+
+def certify_native(directory: Path, files: dict[str, str], on_gpu: bool) -> dict[str, Any]:
+    """Write the two files into ``directory`` and run the section's command there: on a GPU as
+    written, else through the CPU double of the graph class (``-p native_double``, in-process)."""
+    directory.mkdir()
+    for name, source in files.items():
+        (directory / name).write_text(source)
+    (block,) = fenced_after(NATIVE_CERTIFY_MARKER, "bash")
+    (line,) = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    argv = shlex.split(line)
+    assert argv[0] == "PYTHONPATH=." and argv[1] == CONSOLE_SCRIPT, argv  # the glue imports plain_lm from there
+    cmd = [sys.executable, "-m", "fd_conformance.cli", *argv[2:]]
+    path = [str(directory), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ}
+    if not on_gpu:
+        cmd += ["--", "-p", "native_double", "--fd-isolate=off"]  # the double patches its own process
+        path.insert(1, str(TESTS_DIR))
+        env["FD_CONFORMANCE_GPU"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+    return run_in(directory, cmd, env)
+
+
+def weights_freed_first(files: dict[str, str]) -> dict[str, str]:
+    model = files["plain_lm.py"]
+    assert model.count(CLEAR_IN_ORDER) == 1, "the native model's clear_parameters no longer reads as this test swaps it"
+    return {**files, "plain_lm.py": model.replace(CLEAR_IN_ORDER, CLEAR_WEIGHTS_FIRST)}
+
+
+def test_native_model_file_imports_nothing_from_the_kit() -> None:
+    files = native_files()
+    assert "fd_conformance" not in files["plain_lm.py"], "the native section's point: the model file is the author's alone"
+    assert 'graphs="native"' in files["plain_lm_cases.py"]
+    for name, source in files.items():
+        compile(source, name, "exec")
+
+
+@pytest.mark.parametrize("on_gpu", [pytest.param(False, id="cpu-double"), pytest.param(True, id="cuda", marks=pytest.mark.gpu)])
+def test_native_tutorial_model_is_certified_and_its_misordered_clear_is_not(tmp_path: Path, on_gpu: bool) -> None:
+    files = native_files()
+    good = certify_native(tmp_path / "good", files, on_gpu)
+    row = good["row"]
+    assert good["proc"].returncode == 0, good["log"]
+    assert (row["name"], row["verdict"], row["observed_findings"]) == ("plain-lm", "certified", []), (row, good["log"])
+    assert row["graphs"] == ("real" if on_gpu else "host-emulated"), row
+    bad = certify_native(tmp_path / "weights-first", weights_freed_first(files), on_gpu)
+    row = bad["row"]
+    assert bad["proc"].returncode == 1 and row["verdict"] == "violations", bad["log"]
+    assert row["observed_findings"] == ["FDC201"], (row, bad["log"])
