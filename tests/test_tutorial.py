@@ -145,9 +145,10 @@ def native_files() -> dict[str, str]:
     return files
 
 
-def certify_native(directory: Path, files: dict[str, str], on_gpu: bool) -> dict[str, Any]:
+def certify_native(directory: Path, files: dict[str, str], on_gpu: bool, double: bool = True) -> dict[str, Any]:
     """Write the two files into ``directory`` and run the section's command there: on a GPU as
-    written, else through the CPU double of the graph class (``-p native_double``, in-process)."""
+    written, else through the CPU double of the graph class (``-p native_double``, in-process)
+    unless ``double`` is off (the command as a reader without a GPU would run it)."""
     directory.mkdir()
     for name, source in files.items():
         (directory / name).write_text(source)
@@ -159,9 +160,10 @@ def certify_native(directory: Path, files: dict[str, str], on_gpu: bool) -> dict
     path = [str(directory), str(ROOT), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ}
     if not on_gpu:
+        env["FD_CONFORMANCE_GPU"] = "0"
+    if not on_gpu and double:
         cmd += ["--", "-p", "native_double", "--fd-isolate=off"]  # the double patches its own process
         path.insert(1, str(TESTS_DIR))
-        env["FD_CONFORMANCE_GPU"] = "0"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
     return run_in(directory, cmd, env)
 
@@ -192,3 +194,11 @@ def test_native_tutorial_model_is_certified_and_its_misordered_clear_is_not(tmp_
     row = bad["row"]
     assert bad["proc"].returncode == 1 and row["verdict"] == "violations", bad["log"]
     assert row["observed_findings"] == ["FDC201"], (row, bad["log"])
+
+
+def test_native_tutorial_without_a_gpu_certifies_nothing_and_says_why(tmp_path: Path) -> None:
+    """As the section says: no CUDA graph to observe, every check skips with the reason, exit 4."""
+    result = certify_native(tmp_path / "no-gpu", native_files(), on_gpu=False, double=False)
+    assert result["proc"].returncode == 4, result["log"]
+    assert result["row"]["verdict"] != "certified", result["row"]
+    assert "native CUDA graphs need a GPU" in result["proc"].stderr, result["log"]

@@ -645,7 +645,7 @@ def report_run(
     if not any(r.outcome != "skipped" for r in results) and not owed_left_out:
         print(
             f"fd-conformance run: certified nothing: {nothing_ran_reason(results)}; fix: pass --model SPEC or install a package "
-            "registering fd_conformance.cases, check --runtime/--device (cuda rows need a GPU), or pass --allow-empty",
+            "registering fd_conformance.cases, check --runtime/--device (cuda rows and graphs='native' cases need a GPU), or pass --allow-empty",
             file=sys.stderr,
         )
         return EXIT_OK if allow_empty else EXIT_NOTHING_CERTIFIED
