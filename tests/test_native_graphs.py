@@ -573,6 +573,28 @@ def test_a_group_destroyed_under_a_live_graph_is_fdc202_after_reset_it_is_clean(
         assert [e.subject_id for e in shutdown] == [id(tp)], order
 
 
+@pytest.mark.parametrize("teardown", ["abort", "shutdown", "_abort_process_group"])
+def test_a_communicator_ended_without_destroy_under_a_live_graph_is_fdc202(
+    world: Any, observer: TorchGraphObserver, rt: TorchRuntime, teardown: str
+) -> None:
+    """``ProcessGroup.abort()`` / ``shutdown()`` (a watchdog's, an elastic restart's) end the
+    communicator a live graph captured as surely as ``destroy_process_group`` does; each is one
+    GROUP_SHUTDOWN, whatever it calls in turn."""
+    tp = world.new_group([0])
+    layer = Sharded(tp)
+    with LifecycleRecorder(rt) as recorder:
+        graph, _ = capture(layer, torch.randn(2, 4))
+        if teardown == "_abort_process_group":
+            world.distributed_c10d._abort_process_group(tp)  # deregisters the group, too
+        else:
+            getattr(tp, teardown)()
+        graph.reset()
+    assert codes(recorder) == ["FDC202"]
+    assert [e.subject_id for e in recorder.events if e.kind is EventKind.GROUP_SHUTDOWN] == [id(tp)]
+    if teardown != "_abort_process_group":
+        world.destroy_process_group(tp)
+
+
 # Run in a fresh interpreter: destroying every group would take down the default group that other
 # tests in this worker (the kit's runtime) keep.
 DESTROY_ALL = """
@@ -605,13 +627,16 @@ def test_destroying_every_group_shuts_down_each_group_a_capture_used() -> None:
 
 
 def test_the_collective_functions_are_put_back_on_close(world: Any, rt: TorchRuntime) -> None:
-    from fd_conformance.runtime.torch_collectives import CAPTURABLE, DESTROY
+    from fd_conformance.runtime.torch_collectives import CAPTURABLE, DESTROY, GROUP_TEARDOWNS
 
     before = {name: getattr(world, name) for name in (*CAPTURABLE, DESTROY) if hasattr(world, name)}
+    methods = {name: vars(world.ProcessGroup)[name] for name in GROUP_TEARDOWNS}
     with rt.observe_native_graphs():
         assert world.all_reduce is not before["all_reduce"]
         assert world.distributed_c10d.all_reduce is world.all_reduce  # one wrapper for both modules
+        assert all(vars(world.ProcessGroup)[name] is not method for name, method in methods.items())
     assert {name: getattr(world, name) for name in before} == before
+    assert {name: vars(world.ProcessGroup)[name] for name in GROUP_TEARDOWNS} == methods
 
 
 # --- ownership: which model holds a native graph ---------------------------------------------------
@@ -765,6 +790,7 @@ CPU_SAMPLE = [
     "quill-graphed-assign-reload",
     "quill-sharded-tp",  # a real gloo group: the all-reduce seen inside the capture
     "quill-sharded-closes-group-first",  # FDC202 from destroy_process_group alone
+    "quill-sharded-aborts-group-first",  # FDC202 from ProcessGroup.abort() alone
     "quill-bucket-flag-keyed-clear",  # FDC205: the flag-switch probe builds a native sibling
     "quill-pool-registers-after-capture",  # new Parameters registered under live graphs
     "quill-pool-remembers-last-launch",  # a graph that dies by refcount kept alive by the engine

@@ -7,6 +7,10 @@ the graph still owns). A model written without the kit calls ``torch.distributed
 the observer wraps the module functions a graph can capture and ``destroy_process_group``, on
 both ``torch.distributed`` and ``torch.distributed.distributed_c10d`` (the first re-exports the
 second; callers resolve ``dist.all_reduce`` at call time, so the wrapper is what they get).
+A communicator can also end without ``destroy_process_group``: ``ProcessGroup.shutdown()`` and
+``abort()`` (what ``_abort_process_group`` and a watchdog or elastic restart call) are wrapped on
+the class, and report only when no wrapped teardown is already under way (``destroy_process_group``
+calls ``shutdown()`` itself).
 
 What it cannot see: a function bound before the observer was installed (``from torch.distributed
 import all_reduce`` at import time), ``torch.distributed._functional_collectives`` and custom
@@ -37,6 +41,7 @@ CAPTURABLE = (
     "irecv",
 )
 DESTROY = "destroy_process_group"
+GROUP_TEARDOWNS = ("shutdown", "abort")  # ProcessGroup methods that end its communicator
 MODULES = ("torch.distributed", "torch.distributed.distributed_c10d")
 
 
@@ -60,7 +65,7 @@ def group_name(group: Any) -> str:
 
 
 class CollectiveHooks:
-    """Wraps the capturable collectives and ``destroy_process_group`` while installed.
+    """Wraps the capturable collectives, ``destroy_process_group`` and the group teardowns while installed.
 
     ``on_collective(group)`` runs for each collective called while ``capturing()`` is true (the
     group resolved: None means the default group); ``on_destroy(groups)`` runs BEFORE the
@@ -78,7 +83,8 @@ class CollectiveHooks:
         self._on_destroy = on_destroy
         self._capturing = capturing
         self._known_groups = known_groups
-        self._saved: list[tuple[Any, str, Any]] = []  # (module, name, original)
+        self._saved: list[tuple[Any, str, Any]] = []  # (module or class, name, original)
+        self._tearing_down = 0  # wrapped teardowns under way: the ones they call are reported already
 
     def install(self) -> None:
         """Wrap the functions on every module that has them; no-op without torch.distributed."""
@@ -99,6 +105,13 @@ class CollectiveHooks:
                     wrapped[id(original)] = self._destroy(original) if name == DESTROY else self._collective(original)
                 self._saved.append((module, name, original))
                 setattr(module, name, wrapped[id(original)])
+        for name in GROUP_TEARDOWNS:
+            # Put back the class dict's own entry: pybind11 keeps its methods there wrapped in a
+            # descriptor, and getattr() returns the bare function, which would not bind ``self``.
+            entry = vars(dist.ProcessGroup).get(name)
+            if entry is not None:
+                self._saved.append((dist.ProcessGroup, name, entry))
+                setattr(dist.ProcessGroup, name, self._teardown(getattr(dist.ProcessGroup, name)))
 
     def close(self) -> None:
         for module, name, original in reversed(self._saved):
@@ -130,7 +143,26 @@ class CollectiveHooks:
             else:
                 groups = [group]
             hooks._on_destroy(list({id(g): g for g in groups}.values()))
-            return original(group, *args, **kwargs)
+            return hooks._quietly(original, group, *args, **kwargs)
 
         destroy_process_group.__wrapped__ = original  # type: ignore[attr-defined]
         return destroy_process_group
+
+    def _teardown(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        hooks = self
+
+        def teardown(group: Any, *args: Any, **kwargs: Any) -> Any:
+            if not hooks._tearing_down:
+                hooks._on_destroy([group])
+            return hooks._quietly(original, group, *args, **kwargs)
+
+        teardown.__wrapped__ = original  # type: ignore[attr-defined]
+        return teardown
+
+    def _quietly(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a teardown already reported: the teardowns it calls in turn report nothing."""
+        self._tearing_down += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self._tearing_down -= 1
