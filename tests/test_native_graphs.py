@@ -573,26 +573,66 @@ def test_a_group_destroyed_under_a_live_graph_is_fdc202_after_reset_it_is_clean(
         assert [e.subject_id for e in shutdown] == [id(tp)], order
 
 
-@pytest.mark.parametrize("teardown", ["abort", "shutdown", "_abort_process_group"])
-def test_a_communicator_ended_without_destroy_under_a_live_graph_is_fdc202(
-    world: Any, observer: TorchGraphObserver, rt: TorchRuntime, teardown: str
+@pytest.mark.parametrize(
+    "teardowns",
+    [
+        ("abort",),
+        ("shutdown",),
+        ("_abort_process_group",),  # calls abort(), and deregisters the group
+        ("abort", "destroy_process_group"),  # recovery: abort, then tidy up
+        ("shutdown", "abort"),
+    ],
+    ids="-then-".join,
+)
+def test_a_communicator_ended_without_destroy_under_a_live_graph_is_one_fdc202(
+    world: Any, observer: TorchGraphObserver, rt: TorchRuntime, teardowns: tuple[str, ...]
 ) -> None:
-    """``ProcessGroup.abort()`` / ``shutdown()`` (a watchdog's, an elastic restart's) end the
-    communicator a live graph captured as surely as ``destroy_process_group`` does; each is one
-    GROUP_SHUTDOWN, whatever it calls in turn."""
+    """``ProcessGroup.abort()`` / ``shutdown()`` (an engine's recovery code) end the communicator a
+    live graph captured as surely as ``destroy_process_group`` does: one GROUP_SHUTDOWN, whatever
+    the teardown calls in turn and however many teardowns follow it."""
     tp = world.new_group([0])
     layer = Sharded(tp)
     with LifecycleRecorder(rt) as recorder:
         graph, _ = capture(layer, torch.randn(2, 4))
-        if teardown == "_abort_process_group":
-            world.distributed_c10d._abort_process_group(tp)  # deregisters the group, too
-        else:
-            getattr(tp, teardown)()
+        for teardown in teardowns:
+            if teardown in ("_abort_process_group", "destroy_process_group"):
+                getattr(world.distributed_c10d, teardown)(tp)
+            else:
+                getattr(tp, teardown)()
         graph.reset()
     assert codes(recorder) == ["FDC202"]
     assert [e.subject_id for e in recorder.events if e.kind is EventKind.GROUP_SHUTDOWN] == [id(tp)]
-    if teardown != "_abort_process_group":
+    if tp in world.distributed_c10d._world.pg_map:
         world.destroy_process_group(tp)
+
+
+def test_a_teardown_on_another_thread_is_its_own(world: Any, rt: TorchRuntime) -> None:
+    """A recovery thread's abort, while this thread is inside a teardown of another group (as a
+    thread hung in NCCL's destroy would be), is reported."""
+    import threading
+
+    tp, other = world.new_group([0]), world.new_group([0])
+    entry = vars(world.ProcessGroup)["shutdown"]
+
+    def shutdown(group: Any) -> None:  # torch's own, but while it runs another thread aborts tp
+        if group is other:
+            aborter = threading.Thread(target=tp.abort)
+            aborter.start()
+            aborter.join()
+        entry.__get__(group)()
+
+    layer = Sharded(tp)  # kept alive: a collected module would read as its weights released
+    world.ProcessGroup.shutdown = shutdown  # before the observer, which wraps what it finds
+    try:
+        with rt.observe_native_graphs(), LifecycleRecorder(rt) as recorder:
+            graph, _ = capture(layer, torch.randn(2, 4))
+            world.destroy_process_group(other)  # calls shutdown(other) on this thread
+            graph.reset()
+    finally:
+        world.ProcessGroup.shutdown = entry
+    assert codes(recorder) == ["FDC202"]
+    assert [e.subject_id for e in recorder.events if e.kind is EventKind.GROUP_SHUTDOWN] == [id(other), id(tp)]
+    world.destroy_process_group(tp)
 
 
 # Run in a fresh interpreter: destroying every group would take down the default group that other
@@ -631,6 +671,7 @@ def test_the_collective_functions_are_put_back_on_close(world: Any, rt: TorchRun
 
     before = {name: getattr(world, name) for name in (*CAPTURABLE, DESTROY) if hasattr(world, name)}
     methods = {name: vars(world.ProcessGroup)[name] for name in GROUP_TEARDOWNS}
+    assert set(methods) == {"shutdown", "abort"}
     with rt.observe_native_graphs():
         assert world.all_reduce is not before["all_reduce"]
         assert world.distributed_c10d.all_reduce is world.all_reduce  # one wrapper for both modules
@@ -794,6 +835,7 @@ CPU_SAMPLE = [
     "quill-bucket-flag-keyed-clear",  # FDC205: the flag-switch probe builds a native sibling
     "quill-pool-registers-after-capture",  # new Parameters registered under live graphs
     "quill-pool-remembers-last-launch",  # a graph that dies by refcount kept alive by the engine
+    "quill-graphed-meta-before-forget",  # weights moved to meta under graphs held in closures
 ]
 
 

@@ -8,9 +8,10 @@ the observer wraps the module functions a graph can capture and ``destroy_proces
 both ``torch.distributed`` and ``torch.distributed.distributed_c10d`` (the first re-exports the
 second; callers resolve ``dist.all_reduce`` at call time, so the wrapper is what they get).
 A communicator can also end without ``destroy_process_group``: ``ProcessGroup.shutdown()`` and
-``abort()`` (what ``_abort_process_group`` and a watchdog or elastic restart call) are wrapped on
-the class, and report only when no wrapped teardown is already under way (``destroy_process_group``
-calls ``shutdown()`` itself).
+``abort()`` (what ``_abort_process_group`` calls, and what an engine's own recovery code may call)
+are wrapped on the class. Each group is reported once: not again by the teardowns a wrapped one
+calls in turn (``destroy_process_group`` calls ``shutdown()`` itself), nor by a second teardown of
+a group already ended (an abort, then a destroy).
 
 What it cannot see: a function bound before the observer was installed (``from torch.distributed
 import all_reduce`` at import time), ``torch.distributed._functional_collectives`` and custom
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -84,7 +86,12 @@ class CollectiveHooks:
         self._capturing = capturing
         self._known_groups = known_groups
         self._saved: list[tuple[Any, str, Any]] = []  # (module or class, name, original)
-        self._tearing_down = 0  # wrapped teardowns under way: the ones they call are reported already
+        # Per thread: the teardowns a wrapped one calls are reported already, but another thread's
+        # teardown (a recovery thread's abort while this one hangs in a destroy) is its own.
+        self._under_way = threading.local()
+        # Groups reported ended, held until close: a second teardown of one ends nothing new, and
+        # an id() alone could be a new group's after the old one is collected.
+        self._ended: dict[int, Any] = {}
 
     def install(self) -> None:
         """Wrap the functions on every module that has them; no-op without torch.distributed."""
@@ -117,6 +124,7 @@ class CollectiveHooks:
         for module, name, original in reversed(self._saved):
             setattr(module, name, original)
         self._saved = []
+        self._ended = {}
 
     def _collective(self, original: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(original)
@@ -142,7 +150,7 @@ class CollectiveHooks:
                 groups = [g for g in (default_group(), *hooks._known_groups()) if g is not None]
             else:
                 groups = [group]
-            hooks._on_destroy(list({id(g): g for g in groups}.values()))
+            hooks._report(groups)
             return hooks._quietly(original, group, *args, **kwargs)
 
         destroy_process_group.__wrapped__ = original  # type: ignore[attr-defined]
@@ -152,17 +160,25 @@ class CollectiveHooks:
         hooks = self
 
         def teardown(group: Any, *args: Any, **kwargs: Any) -> Any:
-            if not hooks._tearing_down:
-                hooks._on_destroy([group])
+            if not getattr(hooks._under_way, "depth", 0):
+                hooks._report([group])
             return hooks._quietly(original, group, *args, **kwargs)
 
         teardown.__wrapped__ = original  # type: ignore[attr-defined]
         return teardown
 
+    def _report(self, groups: list[Any]) -> None:
+        """``on_destroy`` with the groups not reported ended before, each once."""
+        fresh = {id(g): g for g in groups if id(g) not in self._ended}
+        if fresh:
+            self._ended.update(fresh)
+            self._on_destroy(list(fresh.values()))
+
     def _quietly(self, original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a teardown already reported: the teardowns it calls in turn report nothing."""
-        self._tearing_down += 1
+        """Run a teardown already reported: the teardowns it calls in turn (on this thread) report nothing."""
+        under_way = self._under_way
+        under_way.depth = getattr(under_way, "depth", 0) + 1
         try:
             return original(*args, **kwargs)
         finally:
-            self._tearing_down -= 1
+            under_way.depth -= 1
