@@ -194,6 +194,8 @@ def test_native_tutorial_model_is_certified_and_its_misordered_clear_is_not(tmp_
     row = bad["row"]
     assert bad["proc"].returncode == 1 and row["verdict"] == "violations", bad["log"]
     assert row["observed_findings"] == ["FDC201"], (row, bad["log"])
+    # where the README says it shows: the graphs alive when the weights go, in both lifecycle checks
+    assert [check for check, cell in sorted(row["checks"].items()) if cell["codes"]] == ["teardown_order", "weight_cycle"], row
 
 
 def test_native_tutorial_without_a_gpu_certifies_nothing_and_says_why(tmp_path: Path) -> None:
