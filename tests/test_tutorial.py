@@ -49,10 +49,15 @@ def tutorial_module() -> str:
     return "\n\n".join(blocks)
 
 
-def certify_command() -> list[str]:
-    (block,) = fenced_after(CERTIFY_MARKER, "bash")
+def command_after(marker: str) -> list[str]:
+    """The one command line of the bash block after ``marker``, split as a shell would."""
+    (block,) = fenced_after(marker, "bash")
     (line,) = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
-    argv = shlex.split(line)
+    return shlex.split(line)
+
+
+def certify_command() -> list[str]:
+    argv = command_after(CERTIFY_MARKER)
     assert argv[0] == CONSOLE_SCRIPT, argv
     # The console script and ``python -m fd_conformance.cli`` are one entry point; the module form
     # runs THIS checkout's kit whatever is installed on PATH.
@@ -152,9 +157,7 @@ def certify_native(directory: Path, files: dict[str, str], on_gpu: bool, double:
     directory.mkdir()
     for name, source in files.items():
         (directory / name).write_text(source)
-    (block,) = fenced_after(NATIVE_CERTIFY_MARKER, "bash")
-    (line,) = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
-    argv = shlex.split(line)
+    argv = command_after(NATIVE_CERTIFY_MARKER)
     assert argv[0] == "PYTHONPATH=." and argv[1] == CONSOLE_SCRIPT, argv  # the glue imports plain_lm from there
     cmd = [sys.executable, "-m", "fd_conformance.cli", *argv[2:]]
     path = [str(directory), str(ROOT), os.environ.get("PYTHONPATH", "")]
