@@ -34,6 +34,7 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "native_overhead.py": (0, ("native hooks overhead on cpu", "quill decoder (hidden 32, 8 tokens)", "serving stack")),
     # issue 25's bench (another session's work, landing beside this file): its own --quick
     "suite_time.py": (0, ("-n 0: cpu (host-emulated graphs)", "config")),
+    "verdict_stability.py": (0, ("| 1 | idle |", "| 2 | busy |", "every run gave the same verdicts")),
     "timeline.py": (0, ("| worker | spawned s |", "test_config.py::test_config_postprocessor[torch-glm4-moe-cpu]")),
     "xdist_speedup.py": (GPU_ONLY_RC, ("needs 2 GPUs, 0 visible",)),
     "xdist_verdicts.py": (0, ("| 0 |", "| 1 |")),
