@@ -303,3 +303,27 @@ def test_sarif_uri_for_files_outside_the_working_directory(tmp_path: Path, monke
         {"uri": "my%20models/m.py", "uriBaseId": "%SRCROOT%"},
     ]
     assert "%20" in outside.as_uri()
+
+
+def test_unreadable_py_entries_are_noticed_and_the_rest_is_linted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36 e: a `*.py` symlink loop (and a dangling one) beside the linted file, in the context
+    tree or the linted directory, is skipped with a one-line notice; the real findings are reported.
+    Named on the command line, such a link is a one-line usage error, not a traceback."""
+    (tmp_path / "pyproject.toml").write_text("")  # the project root: its tree is the context
+    model = tmp_path / "model.py"
+    # An FDC101 defect, and a wrapper whose base is looked up in the context tree (its walk meets the links).
+    model.write_text((RULES_DIR / "fdc101_bad.py").read_text() + "\n\nclass QwenForCausalLM(QwenBase):\n    pass\n")
+    (tmp_path / "loop.py").symlink_to("loop.py")
+    (tmp_path / "dangling.py").symlink_to("nowhere.py")
+    for target in (model, tmp_path):
+        assert main(["lint", str(target)]) == EXIT_VIOLATIONS
+        captured = capsys.readouterr()
+        assert "FDC101" in captured.out
+        notes = captured.err.strip().splitlines()
+        assert sorted(notes) == [
+            f"fd-conformance lint: note: skipped {tmp_path / 'dangling.py'}: a dangling symlink",
+            f"fd-conformance lint: note: skipped {tmp_path / 'loop.py'}: a symlink loop",
+        ], captured.err
+    assert main(["lint", str(tmp_path / "loop.py")]) == EXIT_USAGE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "loop.py is a dangling symlink or a symlink loop; fix:" in line

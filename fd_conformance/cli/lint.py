@@ -13,6 +13,7 @@ from pathlib import Path
 import fd_conformance.lint
 from fd_conformance.errors import UsageError, validate_int
 from fd_conformance.lint import fix_paths, lint_paths, load_config, render, require_exists
+from fd_conformance.lint.files import reset_notices
 from fd_conformance.lint.pool import MIN_PARALLEL_FILES
 
 FORMAT_HELP = "output format: text (path:line:col: CODE message), json, sarif (2.1.0), github (workflow annotations)"
@@ -68,13 +69,14 @@ def run_cli(args: argparse.Namespace) -> int:
     """args -> exit code: 0 clean (warnings allowed), 1 error-level findings; UsageError -> 2 upstream."""
     # Every usage error must surface before --fix touches a file: a rejected command line that
     # rewrote sources anyway leaves the user with edits they never confirmed.
+    reset_notices()  # each skipped path is noticed once in this run, --fix's walk included
+    for path in args.paths:  # first: the config is looked up from the first path
+        require_exists(Path(path))
     config = load_config(Path(args.paths[0]), args.config)
     if args.context is not None and args.no_context:
         raise UsageError("--context and --no-context contradict each other", "pass only one of them")
     if args.context is not None and not args.context.is_dir():
         raise UsageError(f"context {args.context} is not a directory", "pass the project root to --context")
-    for path in args.paths:
-        require_exists(Path(path))
     if args.fix_calls and not args.fix:
         raise UsageError("--fix-calls only extends --fix", "add --fix, or drop --fix-calls")
     if args.output is not None and args.output.is_dir():

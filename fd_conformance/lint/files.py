@@ -6,10 +6,13 @@ Kept apart from the walker so ``--fix`` and the context index read files exactly
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import io
 import os
 import re
+import stat
+import sys
 import tokenize
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,6 +36,9 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
 
     ``exclude`` applies to named files too (ruff's force-exclude): pre-commit names each changed
     file, and a deliberately defective file must not fail the hook that its directory run skips.
+    A walked entry that is no readable file (a symlink loop, a dangling link, a directory the walk
+    cannot list) is skipped with a one-line notice on stderr (:func:`notice_skipped`): the rest of
+    the tree is still linted, and its findings are never lost to one bad entry.
     """
     for path in paths:
         require_exists(path)
@@ -40,19 +46,59 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
             if not config.exclude or not matches(display_path(path, root), config.exclude):
                 yield path
             continue
-        for dirpath, dirnames, filenames in os.walk(path):
+        for dirpath, dirnames, filenames in os.walk(path, onerror=_walk_error):
             dirnames[:] = sorted(
                 d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS and not d.endswith(".egg-info")
             )
             for filename in sorted(filenames):
                 if filename.endswith(".py"):
                     full = Path(dirpath, filename)
-                    if not config.exclude or not matches(display_path(full, root), config.exclude):
+                    if config.exclude and matches(display_path(full, root), config.exclude):
+                        continue
+                    why = _not_a_file(full)
+                    if why is None:
                         yield full
+                    else:
+                        notice_skipped(full, why)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why a walked ``*.py`` entry cannot be linted, or None for a regular file (or one a link names)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symlink loop"
+        return "a dangling symlink" if path.is_symlink() else (err.strerror or str(err))
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _walk_error(err: OSError) -> None:
+    notice_skipped(Path(err.filename or "?"), err.strerror or str(err))
+
+
+_NOTICED: set[str] = set()  # one notice per skipped path, however many walks of a lint run pass it
+
+
+def reset_notices() -> None:
+    """Forget which paths were noticed: a new lint run (the CLI's) says its own."""
+    _NOTICED.clear()
+
+
+def notice_skipped(path: Path, why: str) -> None:
+    """One line on stderr for a path the walk skips, once per path (a run walks the given paths,
+    then its context tree, which holds them again)."""
+    key = os.path.abspath(path)
+    if key in _NOTICED:
+        return
+    _NOTICED.add(key)
+    print(f"fd-conformance lint: note: skipped {path}: {why}", file=sys.stderr)
 
 
 def require_exists(path: Path) -> None:
     """UsageError for a lint argument that names nothing (a typo must not lint zero files quietly)."""
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"path {path} is a dangling symlink or a symlink loop", "pass the file or directory it should name")
     if not path.exists():
         raise UsageError(f"path {path} does not exist", "pass existing files or directories to fd-conformance lint")
 
@@ -61,7 +107,7 @@ def display_path(path: Path, root: Path) -> str:
     """Path as reports print it: relative to the root when inside it, POSIX separators."""
     try:
         return path.resolve().relative_to(root).as_posix()
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # outside the root; a symlink loop (RuntimeError before 3.13)
         return path.as_posix()
 
 
