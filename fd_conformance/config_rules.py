@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Finding, Location, make_finding
 
-if TYPE_CHECKING:  # hypothesis is a dev extra: imported only when the property helpers run
+if TYPE_CHECKING:  # hypothesis is imported only when the property helpers run (not in every session)
+    from hypothesis import settings
     from hypothesis.strategies import SearchStrategy
 
 SPLITWISE_ROLES = ("mixed", "prefill", "decode")
@@ -413,7 +414,7 @@ def _minimal_breaking_config(
 ) -> InvariantViolation | None:
     """Hypothesis's minimal raw config whose post-processed form draws findings of the wanted
     severity (errors, or warnings) -- or for errors, on which the post-processor crashes."""
-    from hypothesis import HealthCheck, find, settings
+    from hypothesis import find
     from hypothesis.errors import NoSuchExample
 
     unknown = set(codes or ()) - set(CONFIG_CHECKS)
@@ -435,14 +436,35 @@ def _minimal_breaking_config(
         return bool(findings) or error is not None
 
     try:
-        minimal = find(
-            graph_opt_configs(),
-            breaks,
-            settings=settings(
-                max_examples=max_examples, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
-            ),
-        )
+        minimal = find(graph_opt_configs(), breaks, settings=search_settings(max_examples))
     except NoSuchExample:
         return None
     findings, error = run(minimal)
     return InvariantViolation(getattr(postprocess, "__qualname__", repr(postprocess)), minimal, findings, error)
+
+
+def search_settings(max_examples: int) -> settings:
+    """The search's settings, each field a verdict depends on set here, none taken from the loaded
+    profile (a user's, or the ``ci`` profile Hypothesis loads itself on CI): the same post-processor
+    gets the same verdict and the same minimal config on any host (DESIGN.md, "Determinism").
+
+    ``deadline=None``: a post-processor that takes 300 ms per config on a busy host is as
+    conforming as one that takes 3 ms (Hypothesis's default 200 ms deadline failed good models
+    with DeadlineExceeded). Derandomized without a database, generate-then-shrink, quiet: a CI
+    failure reproduces locally and prints nothing but the kit's own report."""
+    from hypothesis import HealthCheck, Phase, Verbosity
+    from hypothesis import settings as hypothesis_settings
+
+    fixed: dict[str, Any] = {}
+    if hasattr(hypothesis_settings.default, "backend"):  # a profile's other backend (e.g. crosshair) searches differently
+        fixed["backend"] = "hypothesis"
+    return hypothesis_settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        **fixed,
+    )

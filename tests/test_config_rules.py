@@ -3,13 +3,19 @@ the property helper passes the reference post-processor and catches each mutant 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import Phase, Verbosity, settings
+from hypothesis.database import InMemoryExampleDatabase
 
 from fd_conformance.config_rules import (
     CONFIG_CHECKS,
@@ -321,6 +327,52 @@ def test_codes_filter_and_crashing_postprocessor() -> None:
     assert err.value.raw.speculative_method == "mtp" and isinstance(err.value.error, ValueError)
     with pytest.raises(UsageError, match="FDC999"):
         assert_postprocessor_preserves_invariants(postprocess, codes={"FDC999"})
+
+
+# --------------------------------------------------------------------------- determinism (issue 36.1)
+SLOW_S = 0.3  # per config: past Hypothesis's default 200 ms deadline, as any post-processor on a busy host
+
+
+def slow_postprocess(cfg: FDConfig) -> FDConfig:
+    time.sleep(SLOW_S)
+    return postprocess(cfg)
+
+
+def test_a_slow_postprocessor_gets_the_fast_ones_verdict() -> None:
+    """Host speed is no verdict: this raised DeadlineExceeded ('Test took 300.xxms, which exceeds
+    the deadline of 200.00ms') while the search inherited Hypothesis's default deadline."""
+    assert_postprocessor_preserves_invariants(slow_postprocess, FDConfig.from_raw, max_examples=3)
+
+
+@contextlib.contextmanager
+def hostile_profile() -> Iterator[None]:
+    """A profile such as a user's conftest (or Hypothesis's own CI detection) loads: every setting
+    that could move a verdict or its minimal config set otherwise than the kit's search needs."""
+    previous = settings.get_current_profile_name()
+    settings.register_profile(
+        "fd-conformance-test-hostile",
+        deadline=timedelta(microseconds=1),
+        phases=[Phase.generate],  # no shrinking
+        derandomize=False,
+        database=InMemoryExampleDatabase(),
+        verbosity=Verbosity.verbose,
+    )
+    settings.load_profile("fd-conformance-test-hostile")
+    try:
+        yield
+    finally:
+        settings.load_profile(previous)
+
+
+def test_a_loaded_profile_changes_neither_verdict_nor_minimal_config(capsys: pytest.CaptureFixture[str]) -> None:
+    expected = mutant_violation("forcing_prefill_graphs").raw  # under Hypothesis's default profile
+    mutant, _ = MUTANTS["forcing_prefill_graphs"]
+    with hostile_profile(), pytest.raises(InvariantViolation) as err:
+        assert_postprocessor_preserves_invariants(mutant, FDConfig.from_raw, max_examples=EXAMPLES)
+    assert err.value.raw == expected  # shrunk, the same on every host
+    with hostile_profile():
+        assert_postprocessor_preserves_invariants(postprocess, FDConfig.from_raw, max_examples=EXAMPLES)
+    assert capsys.readouterr().out == ""  # the profile's verbosity prints nothing of the kit's search
 
 
 def test_kit_modules_import_no_framework_models_or_hypothesis() -> None:
