@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from fd_conformance.runtime.patches import Patches
+
 # The c10d functions whose work a CUDA graph can capture; each takes the group as ``group``.
 CAPTURABLE = (
     "all_reduce",
@@ -85,20 +87,21 @@ class CollectiveHooks:
         self._on_destroy = on_destroy
         self._capturing = capturing
         self._known_groups = known_groups
-        self._saved: list[tuple[Any, str, Any]] = []  # (module or class, name, original)
         # Per thread: the teardowns a wrapped one calls are reported already, but another thread's
         # teardown (a recovery thread's abort while this one hangs in a destroy) is its own.
         self._under_way = threading.local()
-        # Groups reported ended, held until close: a second teardown of one ends nothing new, and
-        # an id() alone could be a new group's after the old one is collected.
+        # Groups reported ended, held until the patches are undone: a second teardown of one ends
+        # nothing new, and an id() alone could be a new group's after the old one is collected.
         self._ended: dict[int, Any] = {}
 
-    def install(self) -> None:
-        """Wrap the functions on every module that has them; no-op without torch.distributed."""
+    def install(self, patches: Patches) -> None:
+        """Wrap the functions on every module that has them, each undone by ``patches``; no-op
+        without torch.distributed."""
         import torch.distributed as dist
 
         if not dist.is_available():
             return
+        patches.callback(self._ended.clear)  # the groups reported ended are held until then
         wrapped: dict[int, Any] = {}  # one wrapper per original, shared by the re-exporting modules
         for module_name in MODULES:
             module = sys.modules.get(module_name)
@@ -110,21 +113,10 @@ class CollectiveHooks:
                     continue
                 if id(original) not in wrapped:
                     wrapped[id(original)] = self._destroy(original) if name == DESTROY else self._collective(original)
-                self._saved.append((module, name, original))
-                setattr(module, name, wrapped[id(original)])
+                patches.setattr(module, name, wrapped[id(original)])
         for name in GROUP_TEARDOWNS:
-            # Put back the class dict's own entry: pybind11 keeps its methods there wrapped in a
-            # descriptor, and getattr() returns the bare function, which would not bind ``self``.
-            entry = vars(dist.ProcessGroup).get(name)
-            if entry is not None:
-                self._saved.append((dist.ProcessGroup, name, entry))
-                setattr(dist.ProcessGroup, name, self._teardown(getattr(dist.ProcessGroup, name)))
-
-    def close(self) -> None:
-        for module, name, original in reversed(self._saved):
-            setattr(module, name, original)
-        self._saved = []
-        self._ended = {}
+            if name in vars(dist.ProcessGroup):
+                patches.setattr(dist.ProcessGroup, name, self._teardown(getattr(dist.ProcessGroup, name)))
 
     def _collective(self, original: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(original)
