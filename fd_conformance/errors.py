@@ -7,9 +7,11 @@ A CI step can branch on them: 1 means "the model is wrong", everything else "the
 
 from __future__ import annotations
 
+import math
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any
 
 EXIT_OK = 0  # every row certified (with mutants: every mutant caught exactly)
@@ -96,3 +98,49 @@ def validate_timeout(value: Any, source: str) -> float:
     if not seconds > 0:
         raise UsageError(f"{source}={value!r} must be positive", f"set {source} to e.g. 300") from None
     return seconds
+
+
+#: The largest capture size (tokens in one graphed step) a model case may declare. Engines capture
+#: decode batches of a few hundred tokens (FastDeploy's and vLLM's default largest size is 512) and
+#: piecewise prefill graphs of a few thousand; the kit runs a step at every declared size, so a size
+#: far above that is a typo that would have every check killed for memory (and blamed on the model).
+MAX_CAPTURE_SIZE = 8192
+
+
+def validate_capture_sizes(value: Any, source: str, example: str) -> tuple[int, ...]:
+    """Capture sizes (token counts, each with a graph of its own): a non-empty collection of distinct
+    positive integers (never bool) up to :data:`MAX_CAPTURE_SIZE`, as a tuple in the given order.
+    ``source`` names the field (``case 'm': capture_sizes``), ``example`` the fix's example value."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise UsageError(f"{source} {value!r} is not a tuple of token counts", f"give e.g. {example}")
+    sizes = tuple(value)
+    if not sizes:
+        raise UsageError(f"{source} is empty", f"declare the sizes the engine captures, e.g. {example}")
+    for raw in sizes:
+        if isinstance(raw, bool) or not isinstance(raw, Integral):
+            raise UsageError(f"{source} {sizes!r} has {raw!r}, which is not an integer token count", f"give e.g. {example}")
+        size = int(raw)
+        if size <= 0:
+            raise UsageError(f"{source} {sizes!r} has {size!r}: a token count is positive", f"give e.g. {example}")
+        if size > MAX_CAPTURE_SIZE:
+            raise UsageError(
+                f"{source} {sizes!r} has {size!r}, above the largest capture size the kit runs "
+                f"(fd_conformance.errors.MAX_CAPTURE_SIZE = {MAX_CAPTURE_SIZE})",
+                f"declare only the sizes the engine captures, at most {MAX_CAPTURE_SIZE} tokens each",
+            )
+    counts = [int(size) for size in sizes]
+    twice = sorted({size for size in counts if counts.count(size) > 1})
+    if twice:
+        once = tuple(dict.fromkeys(counts))
+        raise UsageError(
+            f"{source} {sizes!r} lists {', '.join(map(str, twice))} more than once", f"list each size once: {once!r}"
+        )
+    return tuple(counts)
+
+
+def validate_tolerance(value: Any, source: str) -> float:
+    """A comparison tolerance (rtol, atol): a finite real number >= 0, never bool. A negative or NaN
+    tolerance fails every comparison (a false positive), an infinite one passes every one."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:
+        raise UsageError(f"{source}={value!r} is not a finite number >= 0", f"set {source} to e.g. 1e-4")
+    return float(value)

@@ -30,6 +30,7 @@ The recorder is framework-neutral: it never touches tensors, only events.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from dataclasses import dataclass
 from types import TracebackType
@@ -39,9 +40,12 @@ from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.runtime.base import CLEAR_END_MARK, BufferRef, EventKind, RuntimeEvent
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from fd_conformance.runtime.base import Runtime
+
+    #: Graph ids -> who holds each ("the draft model AcmeMTP"), for a finding to name (see judging()).
+    HolderNames = Callable[[Sequence[int]], Mapping[int, str]]
 
 #: Parameter names an FDC201 finding spells out; the rest are counted.
 NAMES_SHOWN = 3
@@ -54,6 +58,8 @@ class _ReleaseBreach:
     graph: LiveGraph
     first_event: RuntimeEvent
     names: list[str]
+    about: str  # the graph, and who holds it when the recorder was told (LifecycleRecorder.about)
+    during: str  # " during Engine.clear_parameters()", or ""
 
     def finding(self) -> Finding:
         count = len(self.names)
@@ -63,7 +69,7 @@ class _ReleaseBreach:
             shown = ", ".join(repr(n) for n in self.names[:NAMES_SHOWN])
             more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
             what = f"{count} parameters it captured were released ({shown}{more}; first at {format_event(self.first_event)})"
-        return make_finding("FDC201", f"{self.graph.describe()} was alive when {what}", self.graph.where)
+        return make_finding("FDC201", f"{self.about} was alive when {what}{self.during}", self.graph.where)
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class LifecycleRecorder:
         self._group_names: dict[int, str] = {}
         self._stale_reported: set[tuple[int, int]] = set()  # (graph id, capture seq): once per capture
         self._unsubscribe: Callable[[], None] | None = None
+        self._call = ""  # the call under judgement (judging())
+        self._holder_names: HolderNames | None = None
+        self._holders: dict[int, str] = {}  # graph id -> who holds it, asked once per graph
 
     # --- recording ----------------------------------------------------------------------
     def start(self) -> LifecycleRecorder:
@@ -142,6 +151,31 @@ class LifecycleRecorder:
     def findings(self) -> list[Finding]:
         return [f.finding() if isinstance(f, _ReleaseBreach) else f for f in self._findings]
 
+    @contextlib.contextmanager
+    def judging(self, call: str, holder_names: HolderNames | None = None) -> Iterator[None]:
+        """Findings made inside the block name ``call``, the call under judgement
+        (``"Engine.clear_parameters()"``), and the object holding each graph: the recorder sees
+        only events, so whoever knows the models passes ``holder_names`` (graph ids -> "the draft
+        model AcmeMTP"), asked at a finding only, while the graph is alive and still held."""
+        saved = self._call, self._holder_names
+        self._call, self._holder_names, self._holders = call, holder_names, {}
+        try:
+            yield
+        finally:
+            (self._call, self._holder_names), self._holders = saved, {}
+
+    def about(self, graph: LiveGraph) -> str:
+        """The graph as a finding names it: label, owner label, capture event, and (while
+        :meth:`judging` with holder names) the object holding it."""
+        if self._holder_names is not None and graph.graph_id not in self._holders:
+            asked = [g.graph_id for g in self._live.values() if g.graph_id not in self._holders]
+            self._holders.update(self._holder_names(asked or [graph.graph_id]))
+        holder = self._holders.get(graph.graph_id, "")
+        return f"{graph.describe()}, held by {holder}," if holder else graph.describe()
+
+    def _during(self) -> str:
+        return f" during {self._call}" if self._call else ""
+
     # --- rules --------------------------------------------------------------------------
     def check_cleared(self, owner: str | None = None, after: str = "clear_graph_opt_backend()") -> list[Finding]:
         """FDC203 for every graph (of ``owner``, or any) still alive; call right after ``after``
@@ -150,7 +184,7 @@ class LifecycleRecorder:
         last = self.last_event
         at = last.seq if last is not None else -1
         found = [
-            make_finding("FDC203", f"{graph.describe()} is still alive after {after} (checked after event #{at})", graph.where)
+            make_finding("FDC203", f"{self.about(graph)} is still alive after {after} (checked after event #{at})", graph.where)
             for graph in self.surviving_graphs(owner)
         ]
         self._findings.extend(found)
@@ -190,7 +224,7 @@ class LifecycleRecorder:
                 key = (graph.graph_id, graph.captured_at)
                 breach = self._breaches.get(key)
                 if breach is None:
-                    breach = self._breaches[key] = _ReleaseBreach(graph, event, [])
+                    breach = self._breaches[key] = _ReleaseBreach(graph, event, [], self.about(graph), self._during())
                     self._findings.append(breach)
                 breach.names.append(name)
 
@@ -200,8 +234,8 @@ class LifecycleRecorder:
                 self._findings.append(
                     make_finding(
                         "FDC202",
-                        f"{graph.describe()} was alive when group {event.subject!r} whose collectives it "
-                        f"captured was shut down ({format_event(event)})",
+                        f"{self.about(graph)} was alive when group {event.subject!r} whose collectives it "
+                        f"captured was shut down ({format_event(event)}){self._during()}",
                         graph.where,
                     )
                 )
@@ -222,7 +256,7 @@ class LifecycleRecorder:
             self._findings.append(
                 make_finding(
                     "FDC203",
-                    f"{graph.describe()} is still alive at {format_event(event)}",
+                    f"{self.about(graph)} is still alive at {format_event(event)}{self._during()}",
                     graph.where,
                 )
             )
@@ -247,8 +281,8 @@ class LifecycleRecorder:
             self._findings.append(
                 make_finding(
                     "FDC204",
-                    f"{graph.describe()} was replayed after captured buffers changed: {', '.join(problems)} "
-                    f"({format_event(event)})",
+                    f"{self.about(graph)} was replayed after captured buffers changed: {', '.join(problems)} "
+                    f"({format_event(event)}){self._during()}",
                     graph.where,
                 )
             )

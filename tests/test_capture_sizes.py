@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fd_conformance.cases import ModelCase
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import MAX_CAPTURE_SIZE, UsageError
 from fd_conformance.suite._support import capture_size_findings, declared_sizes, step_sizes
 
 WRAPPERS = {"main": "TrunkLM", "draft": "SpecHead"}
@@ -90,3 +90,53 @@ def test_draft_sizes_default_to_the_main_ones_and_are_validated() -> None:
     for bad in ((), (2, 2), (0, 1)):
         with pytest.raises(UsageError, match="draft_capture_sizes"):
             ModelCase("m", "torch", lambda rt: None, (4,), draft_capture_sizes=bad)
+
+
+# --- issue 36.7 a: capture sizes are refused when the case is built ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sizes", "says"),
+    [
+        ((4, 2, 0), "capture_sizes (4, 2, 0) has 0: a token count is positive"),
+        ((4, -2), "has -2: a token count is positive"),
+        ((), "capture_sizes is empty"),
+        ((4, 2.5), "has 2.5, which is not an integer token count"),
+        ((4, True), "has True, which is not an integer token count"),
+        (("4",), "has '4', which is not an integer token count"),
+        ((4, 2, 2, 1), "capture_sizes (4, 2, 2, 1) lists 2 more than once"),
+        (
+            (10**9,),
+            f"has 1000000000, above the largest capture size the kit runs (fd_conformance.errors.MAX_CAPTURE_SIZE = {MAX_CAPTURE_SIZE})",
+        ),
+        (4, "capture_sizes 4 is not a tuple of token counts"),
+        ("421", "capture_sizes '421' is not a tuple of token counts"),
+    ],
+)
+def test_bad_capture_sizes_are_refused_in_one_line_naming_the_case(sizes: Any, says: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        ModelCase("my-glm4", "torch", lambda rt: None, sizes)
+    message = str(refused.value)
+    assert message.startswith("case 'my-glm4': capture_sizes") and says in message, message
+    assert "\n" not in message and "; fix: " in message
+
+
+def test_duplicate_sizes_get_the_deduplicated_tuple_as_the_fix() -> None:
+    with pytest.raises(UsageError, match=r"fix: list each size once: \(4, 2, 1\)$"):
+        ModelCase("m", "torch", lambda rt: None, (4, 2, 2, 1, 4))
+
+
+def test_good_capture_sizes_are_kept_as_a_tuple_of_ints() -> None:
+    numpy = pytest.importorskip("numpy")
+    assert ModelCase("m", "torch", lambda rt: None, [numpy.int64(4), 2, 1]).capture_sizes == (4, 2, 1)
+    assert ModelCase("m", "torch", lambda rt: None, (MAX_CAPTURE_SIZE, 1)).capture_sizes == (MAX_CAPTURE_SIZE, 1)
+    with pytest.raises(UsageError, match="MAX_CAPTURE_SIZE"):
+        ModelCase("m", "torch", lambda rt: None, (MAX_CAPTURE_SIZE + 1,))
+
+
+@pytest.mark.parametrize("bad", [(2, True), (10**9,), (2.0, 1), ["x"]])
+def test_draft_capture_sizes_share_the_validator(bad: Any) -> None:
+    """The draft's sizes are judged by the same rules (bool, too large and non-integers once passed)."""
+    with pytest.raises(UsageError, match="^case 'm': draft_capture_sizes [^;]*(integer|MAX_CAPTURE_SIZE)"):
+        ModelCase("m", "torch", lambda rt: None, (4,), draft_capture_sizes=bad)
+    assert ModelCase("m", "torch", lambda rt: None, (4,), draft_capture_sizes=[2, 1]).draft_capture_sizes == (2, 1)

@@ -294,6 +294,58 @@ def test_recorder_records_in_order_and_stops_on_exit(rt: TorchRuntime) -> None:
     gc.collect()
 
 
+# --- naming: which object holds the graph, during which call (issue 36.7 c) ----------------------
+
+
+class Engine:
+    """A runner whose clear_parameters() releases weights before the draft's graph is destroyed."""
+
+    def __init__(self, rt: TorchRuntime, model: TinyModel, group: Any) -> None:
+        self.rt, self.model, self.group = rt, model, group
+
+    def clear_parameters(self) -> None:
+        self.model.clear("main")
+        self.rt.shutdown_group(self.group)
+        self.model.release_all()
+        self.model.clear("draft")
+
+
+def test_findings_made_while_judging_name_the_holder_and_the_call(rt: TorchRuntime) -> None:
+    model = TinyModel(rt)
+    group = rt.new_group("tp")
+    asked: list[list[int]] = []
+
+    def holders(graph_ids: Any) -> dict[int, str]:  # the suites pass suite._support.holder_names(subject)
+        asked.append(list(graph_ids))
+        return {id(graph): f"the {owner} model Acme{owner.title()}" for owner, graph in model.graphs.items()}
+
+    with LifecycleRecorder(rt) as rec:
+        model.capture("main")
+        model.capture("draft", group=group)
+        with rec.judging("Engine.clear_parameters()", holders):
+            Engine(rt, model, group).clear_parameters()
+        other = TinyModel(rt)
+        other.capture("main")
+        rt.release_parameter(other.main_w, "main_w")  # after the block: named as before
+    fdc202, fdc201, after = rec.findings()
+    assert (fdc202.code, fdc201.code, after.code) == ("FDC202", "FDC201", "FDC201")
+    for finding in (fdc202, fdc201):
+        assert "'draft-decode-2' (owner draft, captured at event #" in finding.message
+        assert "), held by the draft model AcmeDraft, was alive when " in finding.message
+        assert finding.message.endswith(" during Engine.clear_parameters()")
+    assert len(asked) == 1  # asked once, at the first finding, for every graph alive then
+    assert " held by " not in after.message and " during " not in after.message
+
+
+def test_check_cleared_while_judging_names_the_holder(rt: TorchRuntime) -> None:
+    model = TinyModel(rt)
+    with LifecycleRecorder(rt) as rec:
+        model.capture("draft")
+        with rec.judging("AcmeDraft.clear_graph_opt_backend()", lambda ids: dict.fromkeys(ids, "the draft model AcmeDraft")):
+            (found,) = rec.check_cleared(after="AcmeDraft.clear_graph_opt_backend()")
+    assert "held by the draft model AcmeDraft, is still alive after AcmeDraft.clear_graph_opt_backend()" in found.message
+
+
 # --- GPU ---------------------------------------------------------------------------------------
 
 

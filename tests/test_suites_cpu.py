@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,27 @@ def test_session_exit_status_and_matrix(session: dict[str, Any]) -> None:
     assert "fd-conformance matrix" in proc.stdout
     assert "torch-glm4-moe [cpu, host-emulated]" in proc.stdout
     assert session["doc"]["expect_mutants"] is True
+
+
+def test_every_failing_check_carries_a_finding_code(session: dict[str, Any]) -> None:
+    """A failing cell without a code is a defect of the kit: the report cannot say which rule broke
+    or how to fix it. Every failure of the session (each mutant's xfailed cells included) names a
+    code; mutant-runner-forgets-draft reaches the check that once failed without one."""
+    results = session["doc"]["results"]
+    failing = [r for r in results if r["outcome"] in ("failed", "xfailed")]
+    assert any(r["case"] == "mutant-runner-forgets-draft" and r["check"] == "teardown_order" for r in failing)
+    assert [(r["nodeid"], r["message"][:200]) for r in failing if not r["codes"]] == []
+
+
+def test_findings_name_the_model_class_and_the_call(session: dict[str, Any]) -> None:
+    """Every FDC2xx/FDC3xx message names the wrapper or runner class it is about, and FDC201/FDC202
+    the call during which the graph was found alive (issue 36.7 c)."""
+    a_class = re.compile(r"\b(wrapper|model|runner) [A-Z]\w+|\b[A-Z]\w+\.\w+\(\)")  # "draft model X", "X.clear_parameters()"
+    findings = [f for r in session["doc"]["results"] for f in r["findings"] if f["code"][:4] in ("FDC2", "FDC3")]
+    assert {f["code"] for f in findings} >= {"FDC201", "FDC202", "FDC301", "FDC304", "FDC305", "FDC306"}
+    assert [(f["code"], f["message"][:160]) for f in findings if not a_class.search(f["message"])] == []
+    for finding in (f for f in findings if f["code"] in ("FDC201", "FDC202")):
+        assert " held by the " in finding["message"] and ".clear_parameters()" in finding["message"], finding
 
 
 def test_findings_carry_messages_and_hints(session: dict[str, Any]) -> None:
@@ -217,7 +239,9 @@ def test_teardown_order_is_not_vacuous_under_an_early_returning_capture(local_se
     (result,) = [r for r in local_session["doc"]["results"]
                  if r["case"] == "local-early-return" and r["nodeid"].endswith("mainOff-draftOn]")]  # fmt: skip
     assert result["outcome"] == "failed", result
-    assert {"FDC201", "FDC203"} & set(result["codes"]) or "no draft graph exists" in result["message"], result
+    assert {"FDC201", "FDC203"} & set(result["codes"]) or (
+        result["codes"] == ["FDC306"] and "no draft graph exists" in result["message"]
+    ), result
 
 
 def test_instance_bound_legacy_alias_with_another_body_is_fdc003(local_session: dict[str, Any]) -> None:

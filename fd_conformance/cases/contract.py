@@ -8,11 +8,12 @@ writing one factory.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from fd_conformance.errors import UsageError
+from fd_conformance.errors import UsageError, validate_capture_sizes, validate_tolerance
 
 if TYPE_CHECKING:
     from fd_conformance.runtime.base import Graph, Runtime
@@ -63,6 +64,43 @@ class Subject(Protocol):
 
 SubjectFactory = Callable[["Runtime"], Subject]
 
+#: What a case name may hold: it is a pytest id (``test_clear[NAME-cpu]``, split at ``[``, ``]``,
+#: ``::`` and ``/`` by reports and node-id selection), a ``-k`` word, and a line of the
+#: ``--cases-file`` that ``fd-conformance changed`` writes (split at whitespace, ``#`` a comment).
+CASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+TOLERANCE_KEYS = ("rtol", "atol")
+
+
+def validate_case_name(name: Any) -> str:
+    """``name`` when it can be a case name (:data:`CASE_NAME`); else a one-line UsageError naming it."""
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(
+            f"case name {name!r} is empty or not a string", "give the ModelCase a name, e.g. ModelCase('my-glm4', ...)"
+        )
+    if not CASE_NAME.fullmatch(name):
+        bad = next((c for c in name if not CASE_NAME.fullmatch("a" + c)), name[0])
+        fixed = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-._+") or "my-model"
+        raise UsageError(
+            f"case name {name!r} has {bad!r}: a case name is a test id, a -k word and a --cases-file line",
+            f"use letters, digits and . _ + - only, starting with a letter or digit, e.g. {fixed!r}",
+        )
+    return name
+
+
+def _valid_tolerances(tolerances: Any, where: str) -> dict[str, float]:
+    """The case's tolerances as a plain dict (picklable) of known keys, each a finite number >= 0."""
+    if not isinstance(tolerances, Mapping):
+        raise UsageError(
+            f"{where}: tolerances {tolerances!r} is not a mapping", "give e.g. tolerances={'rtol': 1e-4, 'atol': 1e-4}"
+        )
+    unknown = [key for key in tolerances if key not in TOLERANCE_KEYS]
+    if unknown:
+        raise UsageError(
+            f"{where}: tolerances has unknown key(s) {', '.join(map(repr, unknown))}",
+            f"use only {' and '.join(TOLERANCE_KEYS)} (a key left out is 1e-4)",
+        )
+    return {key: validate_tolerance(value, f"{where}: tolerances[{key!r}]") for key, value in tolerances.items()}
+
 
 @dataclass(frozen=True)
 class ModelCase:
@@ -106,15 +144,26 @@ class ModelCase:
     graphs: str = "kit"
 
     def __post_init__(self) -> None:
-        sizes = self.draft_capture_sizes
-        if sizes is not None and (not sizes or len(set(sizes)) != len(sizes) or any(int(s) <= 0 for s in sizes)):
-            raise UsageError(
-                f"case {self.name!r}: draft_capture_sizes {sizes!r} must be unique positive token counts",
-                "give e.g. draft_capture_sizes=(2, 1), or leave it out to use capture_sizes",
+        """Bad input is refused here, when the case is built: one line naming the case and the
+        field, before any check runs (a bad size would otherwise fail or certify every cell)."""
+        where = f"case {validate_case_name(self.name)!r}"
+        set_field = object.__setattr__  # frozen: normalised values (tuples, floats) are set once, here
+        set_field(
+            self,
+            "capture_sizes",
+            validate_capture_sizes(self.capture_sizes, f"{where}: capture_sizes", "capture_sizes=(4, 2, 1)"),
+        )
+        if self.draft_capture_sizes is not None:
+            draft = validate_capture_sizes(
+                self.draft_capture_sizes,
+                f"{where}: draft_capture_sizes",
+                "draft_capture_sizes=(2, 1), or leave it out to use capture_sizes",
             )
+            set_field(self, "draft_capture_sizes", draft)
+        set_field(self, "tolerances", _valid_tolerances(self.tolerances, where))
         if self.graphs not in ("kit", "native"):
             raise UsageError(
-                f"case {self.name!r}: graphs={self.graphs!r} is neither 'kit' nor 'native'",
+                f"{where}: graphs={self.graphs!r} is neither 'kit' nor 'native'",
                 "give graphs='native' for a model that makes torch.cuda graphs itself, or leave it out (the kit's graphs)",
             )
 

@@ -44,6 +44,9 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
         sys.modules[name] = module  # dataclasses and pickling look the module up by name
         try:
             module_spec.loader.exec_module(module)
+        except UsageError as err:  # a ModelCase refused at build time: its own line, under the spec
+            sys.modules.pop(name, None)
+            raise UsageError(f"{source} {spec!r}: {err.problem}", err.fix) from err
         except Exception as err:
             sys.modules.pop(name, None)
             raise UsageError(
@@ -71,6 +74,8 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
             f"{source} {spec!r}: importing {module_part!r} failed: {_one_line(err)}",
             "install what that module imports",
         ) from err
+    except UsageError as err:
+        raise UsageError(f"{source} {spec!r}: {err.problem}", err.fix) from err
     except Exception as err:
         raise UsageError(
             f"{source} {spec!r}: importing {module_part!r} raised {type(err).__name__}: {_one_line(err)}",
@@ -125,6 +130,8 @@ def coerce_cases(value: Any, origin: str, allow_empty: bool = False) -> list[Mod
     if callable(value):
         try:
             produced = value()
+        except UsageError as err:
+            raise UsageError(f"{origin}: {err.problem}", err.fix) from err
         except Exception as err:
             raise UsageError(
                 f"{origin}: the factory raised {type(err).__name__}: {_one_line(err)}",
@@ -186,6 +193,8 @@ def installed_cases_with_origin() -> list[tuple[ModelCase, str]]:
         origin = f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP}"
         try:
             value = ep.load()
+        except UsageError as err:
+            raise UsageError(f"{origin}: {err.problem}", err.fix) from err
         except Exception as err:
             raise UsageError(
                 f"{origin} failed to load: {type(err).__name__}: {_one_line(err)}",

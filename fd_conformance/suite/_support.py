@@ -1,6 +1,7 @@
 """Helpers shared by the suite modules: output comparison, clearing, memory resolution, recorder.
 
 Kept private (underscore) so pytest never collects it and the suites stay one clause per module.
+The capture-size judgement (FDC306) lives in :mod:`._sizes`; its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, EventBus, Graph, Group, MemoryStats, Runtime
 from fd_conformance.runtime.referents import function_state
+from fd_conformance.suite._sizes import SIZE_FIELDS as SIZE_FIELDS
+from fd_conformance.suite._sizes import capture_size_findings as capture_size_findings
+from fd_conformance.suite._sizes import declared_sizes as declared_sizes
+from fd_conformance.suite._sizes import step_sizes as step_sizes
 from fd_conformance.verdict import CheckVerdict
 
 if TYPE_CHECKING:
@@ -171,16 +176,17 @@ def alive_graphs(refs: Iterable[weakref.ref[Graph]]) -> list[Graph]:
     return [g for g in (r() for r in refs) if g is not None and g.alive]
 
 
-def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str) -> None:
+def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], after: str, subject: Any) -> None:
     """FDC203 for graphs alive at a point where none may be (``after`` names the call that should
-    have destroyed them), unless the recorder said so already."""
-    if "FDC203" in verdict.error_codes:
+    have destroyed them), each named with the object holding it, unless the recorder said so already."""
+    if "FDC203" in verdict.error_codes or not alive:
         return
+    held_by = holder_names(subject)([graph.identity for graph in alive])
     for graph in alive:
         verdict.add(
             make_finding(
                 "FDC203",
-                f"graph {graph.label!r} ({graph.owner}) is still alive after {after}",
+                f"graph {graph.label!r} ({graph.owner}), held by {held_by[graph.identity]}, is still alive after {after}",
                 Location(obj=f"{graph.owner}:{graph.label}"),
             )
         )
@@ -217,6 +223,25 @@ def graph_holders(subject: Any, graph_ids: Iterable[int]) -> dict[int, tuple[str
                 runner_ids = _graphs_reachable(subject.runner, avoid=None)
             out[key] = ("runner", runner if key in runner_ids else f"no object the kit can reach from {runner}", "")
     return out
+
+
+def holder_names(subject: Any) -> Callable[[Sequence[int]], dict[int, str]]:
+    """graph ids -> who holds each, as a finding names it ("the draft model AcmeMTP (its clear:
+    AcmeMTP.clear_graph_opt_backend())"): the lifecycle recorder's ``judging(call, holder_names)``."""
+
+    def names(graph_ids: Sequence[int]) -> dict[int, str]:
+        return {
+            key: f"{holder} (its clear: {own_clear})" if own_clear else holder
+            for key, (_, holder, own_clear) in graph_holders(subject, graph_ids).items()
+        }
+
+    return names
+
+
+def models_named(subject: Any) -> str:
+    """``main wrapper Glm4MoeForCausalLM and draft wrapper Glm4MTPForCausalLM``: the models a finding
+    about a whole step (its outputs, its memory) names when it cannot tell them apart."""
+    return " and ".join(role_name(role, subject) for role, _ in models_of(subject))
 
 
 def survivors(recorder: Any, subject: Any) -> list[Survivor]:
@@ -346,99 +371,6 @@ def guarded(verdict: CheckVerdict, code: str, during: str, fn: Callable[[], Any]
     return True
 
 
-# --------------------------------------------------------------------------- capture sizes (FDC306)
-SIZE_FIELDS = {"main": "capture_sizes", "draft": "draft_capture_sizes"}
-
-
-def declared_sizes(case: Any, subject: Any) -> dict[str, tuple[int, ...]]:
-    """Per model role, the sizes the case says it captures, largest first (the draft's default to
-    the main model's: ``ModelCase.draft_sizes``)."""
-    sizes = {"main": tuple(sorted(set(case.capture_sizes), reverse=True))}
-    if subject.draft is not None:
-        sizes["draft"] = tuple(sorted(set(case.draft_sizes), reverse=True))
-    return sizes
-
-
-def step_sizes(case: Any, subject: Any) -> list[int]:
-    """Every declared size of main and draft, largest first: one step at each makes every graph
-    exist, captured eagerly or lazily on first use."""
-    return sorted({size for sizes in declared_sizes(case, subject).values() for size in sizes}, reverse=True)
-
-
-def capture_size_findings(
-    declared: Mapping[str, Sequence[int]],
-    replayed: Mapping[int, Sequence[tuple[int, str]]],
-    roles: Mapping[int, str],
-    wrappers: Mapping[str, str],
-) -> list[Finding]:
-    """FDC306 for every declared size whose step replayed no graph of its own, per model.
-
-    ``replayed`` maps a step's token count to the graphs its forward replayed ((identity, label)
-    each; a size missing from it is not judged: its step did not complete); ``roles`` maps a graph identity to "main", "draft" or "unattributed" (held by neither
-    wrapper alone, e.g. in a runner's bank: it counts for either model, and is judged only at the
-    sizes both declare); ``wrappers`` names each role's class. A graph that the step of a LARGER
-    declared size replays too is that size's graph: the smaller step was padded into it.
-    """
-    findings: list[Finding] = []
-    common = set.intersection(*(set(sizes) for sizes in declared.values())) if declared else set()
-    judged: dict[str, Sequence[int]] = {**declared, "unattributed": sorted(common, reverse=True)}
-    for role, all_sizes in judged.items():
-        sizes = [size for size in all_sizes if size in replayed]
-        steps = {size: _graphs_of(replayed[size], roles, role) for size in sizes}
-        # A graph belongs to the largest declared size whose step replayed it.
-        owner: dict[int, int] = {}
-        for size in sorted(sizes):
-            owner.update(dict.fromkeys(steps[size], size))
-        own = [size for size in sizes if any(owner[gid] == size for gid in steps[size])]
-        for size in sizes:
-            graphs = steps[size]
-            if not graphs:
-                if role != "unattributed" and not _graphs_of(replayed[size], roles, "unattributed"):
-                    findings.append(_no_graph(role, size, own, wrappers))
-            elif all(owner[gid] > size for gid in graphs):
-                findings.append(_padded_into(role, size, graphs, owner, wrappers))
-    return findings
-
-
-def _graphs_of(step: Sequence[tuple[int, str]], roles: Mapping[int, str], role: str) -> dict[int, str]:
-    """The graphs of ``role`` among those one step replayed: identity -> label, once each."""
-    return {gid: label for gid, label in step if roles.get(gid, "unattributed") == role}
-
-
-def _whose(role: str, wrappers: Mapping[str, str]) -> str:
-    if role == "unattributed":
-        return "the runner (a graph held by neither wrapper alone)"
-    return f"{role} wrapper {wrappers[role]}"
-
-
-def _no_graph(role: str, size: int, own: Sequence[int], wrappers: Mapping[str, str]) -> Finding:
-    above = f" (larger than every size that has one: {max(own)})" if own and size > max(own) else ""
-    field = f"{SIZE_FIELDS[role]}={tuple(own)!r}" if own else SIZE_FIELDS[role]  # the sizes it does capture
-    return make_finding(
-        "FDC306",
-        f"capture size {size} has no {role} graph{above}: the {size}-token step of {_whose(role, wrappers)} replayed no graph",
-        Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
-        size=size,
-        field=field,
-    )
-
-
-def _padded_into(
-    role: str, size: int, graphs: Mapping[int, str], owner: Mapping[int, int], wrappers: Mapping[str, str]
-) -> Finding:
-    shown = ", ".join(f"{label!r} (the graph of size {owner[gid]})" for gid, label in graphs.items())
-    field = SIZE_FIELDS.get(role, "capture_sizes and draft_capture_sizes")
-    kind = "" if role == "unattributed" else f"{role} "
-    return make_finding(
-        "FDC306",
-        f"capture size {size} has no {kind}graph of its own: the {size}-token step of {_whose(role, wrappers)} "
-        f"replayed {shown}, padded up instead of a graph captured at {size}",
-        Location(obj=f"{_whose(role, wrappers)}: capture size {size}"),
-        size=size,
-        field=field,
-    )
-
-
 # --------------------------------------------------------------------------- graph memory (FDC302)
 def role_name(role: str, subject: Any) -> str:
     """``main wrapper Glm4MoeForCausalLM`` / ``draft wrapper ...`` / ``runner X`` (for graphs held
@@ -482,7 +414,7 @@ def memory_leak_finding(subject: Any, amount: str, kept: Mapping[str, Sequence[s
         )
         blamed = [role_name(role, subject) for role in kept]
     else:
-        cleared = " and ".join(role_name(role, subject) for role, _ in models_of(subject))
+        cleared = models_named(subject)
         blamed = [cleared]
         whose = f"after clearing {cleared} (the allocator cannot tell which one holds it)"
     return make_finding(

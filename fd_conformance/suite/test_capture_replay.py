@@ -19,6 +19,7 @@ from fd_conformance.suite._support import (
     exception_finding,
     graphs_by_model,
     graphs_on,
+    models_named,
     models_of,
     step_sizes,
 )
@@ -42,16 +43,18 @@ def test_capture_replay(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any
 
     unsubscribe = fd_runtime.events.subscribe(on_event)
     replayed: dict[int, list[tuple[int, str]]] = {}  # token count -> the graphs its step replayed
+    models = models_named(fd_subject)
     try:
         graphs_on(fd_subject)
         fd_subject.runner.capture_model()
         for num_tokens in token_counts(step_sizes(fd_case, fd_subject)):
             inputs = fd_subject.make_inputs(num_tokens, seed=num_tokens)
             before = len(replays)
+            what = f"replay at {num_tokens} tokens ({models})"
             try:
                 got = fd_subject.forward(inputs)
             except StaleGraphError as err:
-                fd_verdict.add(exception_finding("FDC301", err, f"replay at {num_tokens} tokens"))
+                fd_verdict.add(exception_finding("FDC301", err, what))
                 continue
             replayed[num_tokens] = replays[before:]
             if len(replays) == before:
@@ -59,9 +62,7 @@ def test_capture_replay(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any
                 # FDC306 below; a padded count below a size may run eagerly (nothing to compare).
                 continue
             want = fd_subject.eager_forward(inputs)
-            fd_verdict.extend(
-                compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC301", f"replay at {num_tokens} tokens")
-            )
+            fd_verdict.extend(compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC301", what))
     finally:
         unsubscribe()
     # Graphs are attributed to the model OBJECT holding them (labels are free text).

@@ -12,14 +12,17 @@ import pytest
 
 from fd_conformance.cases import ModelCase
 from fd_conformance.runtime.base import Runtime
+from fd_conformance.suite._sizes import no_graph_findings
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
     alive_graphs,
+    clear_call_name,
     clear_models,
     graph_memory_refs,
     graph_refs,
     graphs_on,
     guarded,
+    holder_names,
     memory_holders,
     memory_leak_finding,
     memory_resolution,
@@ -51,12 +54,11 @@ def test_clear_releases_graphs_and_memory(
     fd_subject.eager_forward(fd_subject.make_inputs(largest))  # warm-up: lazy library state is not graph memory
     baseline = settled_memory(fd_runtime)
     with recorded(fd_runtime) as recorder:
-        refs = capture_to_clear(fd_case, fd_subject)
+        refs = capture_to_clear(fd_case, fd_subject, fd_verdict)
         buffers = graph_memory_refs(fd_subject)  # before the clear: whose graphs' buffers they are
-        clear_models(fd_subject)
-        recorder.check_cleared()  # FDC203 for any graph still alive, named with its owner
+        clear_and_check(recorder, fd_subject)
     fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC203")  # order is C3's
-    add_alive_graph_findings(fd_verdict, alive_graphs(refs), "clear_graph_opt_backend()")
+    add_alive_graph_findings(fd_verdict, alive_graphs(refs), clears_of(fd_subject), fd_subject)
     after = settled_memory(fd_runtime)
     resolution = memory_resolution(fd_runtime)
     # Reserved as well as allocated: an output buffer kept alive is a few KiB allocated but pins
@@ -111,16 +113,32 @@ def clear_each(verdict: CheckVerdict, subject: Any, when: str) -> bool:
     return ok
 
 
-def capture_to_clear(case: ModelCase, subject: Any) -> list[Any]:
+def capture_to_clear(case: ModelCase, subject: Any, verdict: CheckVerdict) -> list[Any]:
     """capture_model() and a step per declared size, main and draft (graphs may be captured lazily
-    on forward); weak references to the graphs that now exist -- failing in one line when there are none."""
+    on forward); weak references to the graphs that now exist -- failing with FDC306 naming each
+    model when there are none (nothing to clear: the check would pass vacuously)."""
     subject.runner.capture_model()
     for size in step_sizes(case, subject):
         subject.forward(subject.make_inputs(size))
     refs = graph_refs(subject)
     if not refs:
-        pytest.fail(f"{case.name}: capture_model() captured no graph; nothing to clear", pytrace=False)
+        after = f"{type(subject.runner).__qualname__}.capture_model() and a forward per capture size"
+        verdict.extend(no_graph_findings(case, subject, [role for role, _ in models_of(subject)], after))
+        verdict.conclude()
     return refs
+
+
+def clears_of(subject: Any) -> str:
+    """``Glm4Moe.clear_graph_opt_backend() and Glm4MTP.clear_graph_opt_backend()``: what clear_models calls."""
+    return " and ".join(clear_call_name(model) for _, model in models_of(subject))
+
+
+def clear_and_check(recorder: Any, subject: Any, flags: str = "") -> None:
+    """Every model's clear, then FDC203 for any graph still alive, named with the object holding it."""
+    after = clears_of(subject) + flags
+    with recorder.judging(after, holder_names(subject)):
+        clear_models(subject)
+        recorder.check_cleared(after=after)
 
 
 @pytest.mark.parametrize("switched_off", FLAG_FLIPS)
@@ -133,12 +151,12 @@ def test_clear_whatever_the_flags(
         pytest.skip(f"{fd_case.name} has no draft model (mainOff covers its one flag)")
     require_clear_methods(fd_subject)
     graphs_on(fd_subject)
+    flags = f" with {' and '.join(switched_off)} off"
     with recorded(fd_runtime) as recorder:
-        refs = capture_to_clear(fd_case, fd_subject)
+        refs = capture_to_clear(fd_case, fd_subject, fd_verdict)
         for flag in switched_off:
             setattr(fd_subject.runner, flag, False)
-        clear_models(fd_subject)
-        recorder.check_cleared()
+        clear_and_check(recorder, fd_subject, flags)
     fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC203")
-    add_alive_graph_findings(fd_verdict, alive_graphs(refs), f"clear_graph_opt_backend() with {' and '.join(switched_off)} off")
+    add_alive_graph_findings(fd_verdict, alive_graphs(refs), clears_of(fd_subject) + flags, fd_subject)
     fd_verdict.conclude()

@@ -19,12 +19,14 @@ import pytest
 
 from fd_conformance.cases import ModelCase
 from fd_conformance.runtime.base import Runtime
+from fd_conformance.suite._sizes import no_graph_findings
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
     alive_graphs,
     graph_refs,
     graphs_by_model,
     graphs_on,
+    holder_names,
     recorded,
     require_clear_methods,
     survivors,
@@ -62,15 +64,16 @@ def test_teardown_order(
     runner = fd_subject.runner
     runner.use_cudagraph = use_cudagraph
     runner.draft_model_use_cudagraph = draft_model_use_cudagraph
+    after = f"{type(runner).__qualname__}.clear_parameters()"
     with recorded(fd_runtime) as recorder:
         capture_and_step(fd_case, fd_subject)
         refs = graph_refs(fd_subject)
-        require_graphs_for_flags(fd_case, fd_subject, use_cudagraph, draft_model_use_cudagraph)
-        runner.clear_parameters()
+        require_graphs_for_flags(fd_case, fd_subject, fd_verdict, use_cudagraph, draft_model_use_cudagraph)
+        with recorder.judging(after, holder_names(fd_subject)):
+            runner.clear_parameters()
         # clear_parameters() must leave no graph alive either; one left is blamed on the call at fault
         fd_verdict.extend(teardown_findings(recorder, fd_subject))
-    after = f"{type(runner).__qualname__}.clear_parameters()"
-    add_alive_graph_findings(fd_verdict, alive_graphs(refs), after)
+    add_alive_graph_findings(fd_verdict, alive_graphs(refs), after, fd_subject)
     fd_verdict.conclude()
 
 
@@ -88,7 +91,7 @@ def test_teardown_after_flag_switch(
     runner = fd_subject.runner
     with recorded(fd_runtime) as recorder:
         capture_and_step(fd_case, fd_subject)
-        require_graphs_for_flags(fd_case, fd_subject, True, fd_subject.draft is not None)
+        require_graphs_for_flags(fd_case, fd_subject, fd_verdict, True, fd_subject.draft is not None)
         for flag in switched_off:
             setattr(runner, flag, False)
         runner.clear_parameters()
@@ -143,9 +146,11 @@ def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime, like: Any
         gc.collect()
 
 
-def require_graphs_for_flags(case: ModelCase, subject: Any, use_cudagraph: bool, draft_model_use_cudagraph: bool) -> None:
-    """Fail (one line) when a model whose graph flag is on owns no graph after capture and a step
-    per size: teardown order over zero graphs proves nothing about that model."""
+def require_graphs_for_flags(
+    case: ModelCase, subject: Any, verdict: CheckVerdict, use_cudagraph: bool, draft_model_use_cudagraph: bool
+) -> None:
+    """Fail with FDC306 naming the model when a model whose graph flag is on owns no graph after
+    capture and a step per size: teardown order over zero graphs proves nothing about that model."""
     # Attributed by which model object holds the graph (see graphs_by_model), never by its label;
     # graphs held by neither alone (a runner-owned step graph) count for either flag.
     owned = graphs_by_model(subject)
@@ -155,8 +160,6 @@ def require_graphs_for_flags(case: ModelCase, subject: Any, use_cudagraph: bool,
     ]
     empty = [owner for owner in flagged if not has[owner]]
     if empty:
-        pytest.fail(
-            f"{case.name}: {' and '.join(empty)} graph flag on, but no {'/'.join(empty)} graph exists after capture_model() "
-            f"and a forward per capture size; fix: capture in capture_model() (or lazily on forward) whenever that flag is on",
-            pytrace=False,
-        )
+        after = f"{type(subject.runner).__qualname__}.capture_model() and a forward per capture size"
+        verdict.extend(no_graph_findings(case, subject, empty, after))
+        verdict.conclude()

@@ -19,7 +19,9 @@ from fd_conformance.suite._support import (
     exception_finding,
     graphs_on,
     grows,
+    holder_names,
     memory_resolution,
+    models_named,
     recorded,
     recorder_findings,
     require_clear_methods,
@@ -35,6 +37,8 @@ def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, 
     require_clear_methods(fd_subject)
     graphs_on(fd_subject)
     runner = fd_subject.runner
+    name = type(runner).__qualname__
+    models = models_named(fd_subject)
     sizes = sorted(fd_case.capture_sizes, reverse=True)
     inputs = {size: fd_subject.make_inputs(size, seed=size) for size in sizes}
     held: list[int] = []
@@ -44,27 +48,30 @@ def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, 
         runner.capture_model()
         for cycle in range(1, fd_cycles + 1):
             since = len(recorder_findings(recorder))
-            runner.clear_parameters()
+            with recorder.judging(f"{name}.clear_parameters()", holder_names(fd_subject)):
+                runner.clear_parameters()
             teardown = teardown_findings(recorder, fd_subject, since, f"weight cycle {cycle}")
             if teardown:
                 # What follows (stale replays, recapture over live graphs) would only restate it.
                 fd_verdict.extend(teardown)
                 break
-            runner.update_parameters(fd_subject.new_weights(seed=cycle))
-            for size in sizes:
-                try:
-                    got = fd_subject.forward(inputs[size])
-                except StaleGraphError as err:
-                    # Host emulation refuses the stale replay a GPU would run on freed memory; either
-                    # way no output equals eager with the new weights, so both codes, on both devices.
-                    during = f"cycle {cycle} replay at {size} tokens"
-                    fd_verdict.add(exception_finding("FDC204", err, during))
-                    fd_verdict.add(exception_finding("FDC304", err, during))
-                    break
-                want = fd_subject.eager_forward(inputs[size])
-                fd_verdict.extend(
-                    compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC304", f"cycle {cycle}, {size} tokens")
-                )
+            with recorder.judging(
+                f"weight cycle {cycle}: {name}.update_parameters() and a forward per size", holder_names(fd_subject)
+            ):
+                runner.update_parameters(fd_subject.new_weights(seed=cycle))
+                for size in sizes:
+                    try:
+                        got = fd_subject.forward(inputs[size])
+                    except StaleGraphError as err:
+                        # Host emulation refuses the stale replay a GPU would run on freed memory; either
+                        # way no output equals eager with the new weights, so both codes, on both devices.
+                        during = f"cycle {cycle} replay at {size} tokens after {name}.update_parameters() ({models})"
+                        fd_verdict.add(exception_finding("FDC204", err, during))
+                        fd_verdict.add(exception_finding("FDC304", err, during))
+                        break
+                    want = fd_subject.eager_forward(inputs[size])
+                    what = f"cycle {cycle}, {size} tokens after {name}.update_parameters() ({models})"
+                    fd_verdict.extend(compare_outputs(fd_runtime, got, want, fd_case.tolerances, "FDC304", what))
             seen = set(fd_verdict.error_codes)
             # Only stale replays are this check's; teardown order is C3's (one defect, one check).
             fd_verdict.extend(f for f in recorder_findings(recorder) if f.code == "FDC204" and f.code not in seen)
@@ -73,11 +80,14 @@ def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, 
             held.append(settled_allocated(fd_runtime))
     resolution = memory_resolution(fd_runtime)
     if grows(held, resolution):
+        # The allocator cannot tell owners apart: the finding names every object the cycle ran.
+        steps = f"{name}.clear_parameters() -> update_parameters() -> forward"
         fd_verdict.add(
             make_finding(
                 "FDC305",
-                f"memory grew {held[-1] - held[0]} bytes over {len(held)} weight cycles (held after each: {held}; resolution {resolution})",
-                Location(obj=fd_case.name),
+                f"memory grew {held[-1] - held[0]} bytes over {len(held)} weight cycles of {steps} with {models} "
+                f"(held after each: {held}; resolution {resolution}): the runner or a wrapper keeps something per cycle",
+                Location(obj=f"runner {name} with {models}"),
             )
         )
     fd_verdict.conclude()

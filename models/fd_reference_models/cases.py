@@ -80,6 +80,10 @@ def mutant_draft_guarded_by_main_flag(runtime: Runtime) -> Any:
     return _mtp_with_runner(runtime, "DraftGuardedByMainFlagRunner", use_cudagraph=False, draft_model_use_cudagraph=True)
 
 
+def mutant_runner_forgets_draft(runtime: Runtime) -> Any:
+    return _mtp_with_runner(runtime, "ForgetsDraftRunner", draft_model_use_cudagraph=False)
+
+
 def mutant_clears_by_current_flags(runtime: Runtime) -> Any:
     return _mtp_with_runner(runtime, "ClearsByCurrentFlagsRunner")
 
@@ -235,6 +239,13 @@ def torch_cases() -> list[ModelCase]:
             "stale graphs after reload",
         ),
         case("mutant-retain-old-weights", mutant_retain_old_weights, draft, ("FDC305",), "old weights kept each cycle"),
+        case(
+            "mutant-runner-forgets-draft",
+            mutant_runner_forgets_draft,
+            draft,
+            ("FDC306",),
+            "runner given only the main model: the draft is never graphed (the README tutorial's broken runner)",
+        ),
         case("mutant-leaky-clear", mutant_leaky_clear, moe, ("FDC302",), "output buffers survive clear"),
         case("mutant-forgetful-clear", mutant_forgetful_clear, moe, ("FDC203", "FDC201", "FDC202"), "clear skips a capture size"),
         case("mutant-baked-token-ids", mutant_baked_token_ids, moe, ("FDC301", "FDC304"), "capture-time token ids baked in"),

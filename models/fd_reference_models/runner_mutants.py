@@ -80,3 +80,15 @@ class RetainOldWeightsRunner(ReferenceModelRunner):
         kept: list[Any] = self.__dict__.setdefault("_rollback", [])
         kept.append([self.runtime.clone(param) for _, param in self.named_parameters()])  # defect
         super()._release_weights()
+
+
+class ForgetsDraftRunner(ReferenceModelRunner):
+    """FDC306: a runner that never hears of the draft (the README tutorial's broken variant), so it
+    never turns the draft's graphs on or captures them: build it with draft_model_use_cudagraph=False
+    (the flag only this runner could have set). Every draft step runs eagerly, and each check that
+    needs a draft graph after capture_model() finds none. (With the draft's graphs on instead, its
+    lazily captured graphs would also outlive clear_parameters(): FDC201/FDC203, from the cycle
+    where its warm-ups end -- a verdict that would depend on --fd-cycles.)"""
+
+    def __init__(self, runtime: Any, main: Any, draft: Any | None = None) -> None:
+        super().__init__(runtime, main)  # defect: the draft is dropped
