@@ -1,10 +1,11 @@
-"""The README's "Tutorial: from zero to certified" is run VERBATIM: its python blocks (each after a
-``<!-- tutorial: tiny_lm.py -->`` marker) become ``tiny_lm.py``, its certify command runs on it
-through the real kit on CPU, and the row must be certified. The same module with the wrapper's
-clear method deleted must NOT be certified, so a tutorial that stopped exercising the contract
-(or a kit that stopped checking it) fails here. Its native section's two files (the author's
-model, which imports nothing from the kit, and the glue) run the same way: certified as written,
-and not certified with the weights freed before the graphs are dropped.
+"""The docs' tutorials are run VERBATIM. "From zero to certified" (docs/tutorials/zero-to-certified.md):
+its python blocks (each after a ``<!-- file: tiny_lm.py -->`` mark) become ``tiny_lm.py``, its
+certify command (``<!-- run: certify -->``) runs on it through the real kit on CPU, and the row
+must be certified. The same module with the wrapper's clear method deleted must NOT be certified,
+so a tutorial that stopped exercising the contract (or a kit that stopped checking it) fails here.
+The native tutorial's two files (docs/tutorials/native.md: the author's model, which imports
+nothing from the kit, and the glue) run the same way: certified as written, and not certified with
+the weights freed before the graphs are dropped. (The marks are checked by tests/test_docs.py.)
 """
 
 from __future__ import annotations
@@ -23,24 +24,19 @@ import pytest
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
-SECTION = "## Tutorial: from zero to certified"
-MODULE_MARKER = "<!-- tutorial: tiny_lm.py -->"
-CERTIFY_MARKER = "<!-- tutorial: certify -->"
+TUTORIAL = ROOT / "docs" / "tutorials" / "zero-to-certified.md"
+NATIVE_TUTORIAL = ROOT / "docs" / "tutorials" / "native.md"
+MODULE_MARKER = "<!-- file: tiny_lm.py -->"
+CERTIFY_MARKER = "<!-- run: certify -->"
 CONSOLE_SCRIPT = "fd-conformance"  # [project.scripts] fd-conformance = "fd_conformance.cli:main"
 CLEAR_METHOD = re.compile(
     r"\n    def clear_graph_opt_backend\(self\) -> None:\n        self\.model\.clear_graph_opt_backend\(\)\n"
 )
 
 
-def tutorial() -> str:
-    assert SECTION in README, "README lost its tutorial section"
-    return README.split(SECTION, 1)[1].split("\n## ", 1)[0]
-
-
-def fenced_after(marker: str, language: str) -> list[str]:
-    """Every ``language`` block that directly follows ``marker``, verbatim, in README order."""
-    return re.findall(re.escape(marker) + r"\n```" + language + r"\n(.*?)```", tutorial(), re.S)
+def fenced_after(marker: str, language: str, page: Path = TUTORIAL) -> list[str]:
+    """Every ``language`` block that directly follows ``marker``, verbatim, in page order."""
+    return re.findall(re.escape(marker) + r"\n```" + language + r"\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
 
 def tutorial_module() -> str:
@@ -49,9 +45,9 @@ def tutorial_module() -> str:
     return "\n\n".join(blocks)
 
 
-def command_after(marker: str) -> list[str]:
+def command_after(marker: str, page: Path = TUTORIAL) -> list[str]:
     """The one command line of the bash block after ``marker``, split as a shell would."""
-    (block,) = fenced_after(marker, "bash")
+    (block,) = fenced_after(marker, "bash", page)
     (line,) = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
     return shlex.split(line)
 
@@ -128,7 +124,7 @@ def test_tutorial_runner_that_never_hears_of_the_draft_is_not_certified(tmp_path
 # --- the native section: the author's model file and the glue, certified as written ---------------
 
 NATIVE_FILES = ("plain_lm.py", "plain_lm_cases.py")
-NATIVE_CERTIFY_MARKER = "<!-- tutorial: certify native -->"
+NATIVE_CERTIFY_MARKER = "<!-- run: certify-native -->"
 TESTS_DIR = Path(__file__).resolve().parent  # native_double.py: the CPU stand-in for torch.cuda.CUDAGraph
 CLEAR_IN_ORDER = (
     "        self.model.clear_graph_opt_backend()  # graphs first,\n"
@@ -145,7 +141,7 @@ CLEAR_WEIGHTS_FIRST = (
 def native_files() -> dict[str, str]:
     files = {}
     for name in NATIVE_FILES:
-        (block,) = fenced_after(f"<!-- tutorial: {name} -->", "python")
+        (block,) = fenced_after(f"<!-- file: {name} -->", "python", NATIVE_TUTORIAL)
         files[name] = block
     return files
 
@@ -157,7 +153,7 @@ def certify_native(directory: Path, files: dict[str, str], on_gpu: bool, double:
     directory.mkdir()
     for name, source in files.items():
         (directory / name).write_text(source)
-    argv = command_after(NATIVE_CERTIFY_MARKER)
+    argv = command_after(NATIVE_CERTIFY_MARKER, NATIVE_TUTORIAL)
     assert argv[0] == "PYTHONPATH=." and argv[1] == CONSOLE_SCRIPT, argv  # the glue imports plain_lm from there
     cmd = [sys.executable, "-m", "fd_conformance.cli", *argv[2:]]
     path = [str(directory), str(ROOT), os.environ.get("PYTHONPATH", "")]
@@ -197,12 +193,12 @@ def test_native_tutorial_model_is_certified_and_its_misordered_clear_is_not(tmp_
     row = bad["row"]
     assert bad["proc"].returncode == 1 and row["verdict"] == "violations", bad["log"]
     assert row["observed_findings"] == ["FDC201"], (row, bad["log"])
-    # where the README says it shows: the graphs alive when the weights go, in both lifecycle checks
+    # where the tutorial says it shows: the graphs alive when the weights go, in both lifecycle checks
     assert [check for check, cell in sorted(row["checks"].items()) if cell["codes"]] == ["teardown_order", "weight_cycle"], row
 
 
 def test_native_tutorial_without_a_gpu_certifies_nothing_and_says_why(tmp_path: Path) -> None:
-    """As the section says: no CUDA graph to observe, every check skips with the reason, exit 4."""
+    """As the tutorial says: no CUDA graph to observe, every check skips with the reason, exit 4."""
     result = certify_native(tmp_path / "no-gpu", native_files(), on_gpu=False, double=False)
     assert result["proc"].returncode == 4, result["log"]
     assert result["row"]["verdict"] != "certified", result["row"]
