@@ -431,3 +431,42 @@ def test_certificate_of_200_cases_with_many_findings_stays_under_the_limit() -> 
     assert text.rstrip().endswith("is in `conformance.json` (`results`).")
     small = report.format_certificate(report.build_document(GOOD + BAD))
     assert "see conformance.json" not in small.replace("is in `conformance.json`", "")  # nothing cut when it fits
+
+
+def test_report_out_refuses_files_it_did_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36 a: `report FILE --out DIR` with the user's own certificate.md and conformance.json in
+    DIR refuses as `run --out` does (one line, exit 2; both files kept, nothing added, no lock file);
+    its own earlier output is rewritten, and it leaves nothing but the two reports."""
+    path = _write_run(tmp_path / "results.jsonl", [_planned("good", "protocol")], [_record("good", "protocol", "passed", [])])
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    own = {"certificate.md": "# Release notes\nsigned\n", "conformance.json": '{"mine": 1}\n'}
+    for name, text in own.items():
+        (mine / name).write_text(text)
+    code, out, err = _report(capsys, str(path), "--out", str(mine))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert f"--out '{mine}' holds certificate.md, conformance.json, which fd-conformance did not write" in line
+    assert "; fix: pass another --out" in line
+    assert {p.name: p.read_text() for p in mine.iterdir()} == own
+    fresh = tmp_path / "new" / "deeper"
+    for _ in range(2):
+        assert _report(capsys, str(path), "--out", str(fresh))[0] == 0
+        assert sorted(p.name for p in fresh.iterdir()) == ["certificate.md", "conformance.json"]
+
+
+def test_report_of_an_all_deselected_file_certifies_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36 b: a session whose every check -k deselected has no rows; its file says exit 4 (was
+    PASS, exit 0), and so do the conformance.json and certificate.md written from it."""
+    planned = [dict(_planned("good", "protocol"), deselected=True), dict(_planned("good", "clear"), deselected=True)]
+    path = _write_run(tmp_path / "results.jsonl", planned, [])
+    code, out, err = _report(capsys, str(path), "--out", str(tmp_path / "rebuilt"))
+    assert code == 4 and "fd-conformance: NOTHING CERTIFIED" in out
+    assert "all 2 conformance checks were deselected (-k/-m)" in err
+    document = json.loads((tmp_path / "rebuilt" / report.JSON_NAME).read_text())
+    assert document["exit_code"] == 4 and document["run"]["reason"] == "all 2 conformance checks were deselected (-k/-m)"
+    assert "**NOTHING CERTIFIED**" in (tmp_path / "rebuilt" / report.CERTIFICATE_NAME).read_text()
+    allowed = report.build_document([], nothing_certified="why", allow_empty=True)
+    assert allowed["exit_code"] == 0 and "(allowed by --allow-empty)" in report.format_certificate(allowed)
+    ran = report.build_document(GOOD, nothing_certified="ignored: a check ran")
+    assert ran["exit_code"] == 0

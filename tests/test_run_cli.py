@@ -197,6 +197,7 @@ def test_broken_external_model_fails_with_codes(model_dir: Path) -> None:
         (["--model", "author_models.nope:CASE"], "--model 'author_models.nope:CASE': module 'author_models.nope' not found"),
         (["--model", "author_models.tiny:NOPE"], "has no attribute 'NOPE'"),
         (["--cycles", "2"], "--cycles 2 is below 3"),
+        (["--cycles", "1000000"], "--cycles 1000000 is above 1000; fix: pass at most 1000"),  # issue 36 c
         (["--runtime", "jax"], "invalid choice: 'jax'"),
     ],
 )
@@ -216,7 +217,9 @@ def test_nothing_selected_certifies_nothing_exit_4(model_dir: Path) -> None:
     assert proc.returncode == 4, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()[-1:]
     assert "certified nothing: no conformance check was collected" in line and "--allow-empty" in line
+    assert json.loads((model_dir / "r" / "conformance.json").read_text())["exit_code"] == 4  # issue 36 b
     assert run_cli(model_dir, *args[:-3], "--allow-empty", *args[-3:]).returncode == 0
+    assert json.loads((model_dir / "r" / "conformance.json").read_text())["exit_code"] == 0
 
 
 def test_default_run_covers_bundled_good_models(model_dir: Path) -> None:
@@ -417,6 +420,10 @@ def test_abnormal_pytest_exit_is_internal_even_with_a_document(
     assert judge_session(returncode, "INTERNALERROR> boom", tmp_path) == 3
     captured = capsys.readouterr()
     assert "PASS" not in captured.out and "INTERNALERROR> boom" in captured.err
+    # The passing document the session left is rewritten: the files say what the run exits with.
+    document = json.loads((tmp_path / "conformance.json").read_text())
+    assert document["exit_code"] == 3 and document["run"]["status"] == "interrupted"
+    assert "PASS" not in (tmp_path / "certificate.md").read_text()
 
 
 def test_usage_line_prefers_the_reason_over_the_usage_banner() -> None:
@@ -758,7 +765,7 @@ def test_out_shared_with_another_tool_never_loses_a_file(model_dir: Path) -> Non
     it) and stays byte for byte, however often the run is tried; once it is out of the way, each
     run moves the earlier run's files (all of them: they carry the kit's marks) to previous/ and
     keeps the older previous/ as previous-<time>/, so three runs leave three complete reports."""
-    from fd_conformance.cli.run import RUN_FILES
+    from fd_conformance.cli.outdir import RUN_FILES
 
     ci = model_dir / "ci"
     ci.mkdir()
@@ -771,7 +778,8 @@ def test_out_shared_with_another_tool_never_loses_a_file(model_dir: Path) -> Non
         (line,) = refused.stderr.strip().splitlines()
         assert f"--out '{ci}' holds junit.xml, which fd-conformance did not write" in line, line
         assert "fix: pass another --out" in line
-        assert (ci / "junit.xml").read_text() == FOREIGN_JUNIT and not (ci / "previous").exists()
+        assert (ci / "junit.xml").read_text() == FOREIGN_JUNIT
+        assert [p.name for p in ci.iterdir()] == ["junit.xml"]  # issue 36 f: no lock file left behind
     (ci / "junit.xml").rename(ci / "ui-junit.xml")  # the user moves it out of the way
     snapshots = []
     for attempt in range(3):
@@ -791,7 +799,8 @@ def test_only_the_kits_own_files_are_recognised(tmp_path: Path) -> None:
     """kit_wrote on the kit's real writers' output (write_reports, the results log, the empty and
     the interrupted junit) versus files of the same names other tools write."""
     from fd_conformance.cli.junit import write_interrupted_junit
-    from fd_conformance.cli.run import EMPTY_JUNIT, LOG_HEADER, keep_previous, kit_wrote
+    from fd_conformance.cli.outdir import LOG_HEADER, keep_previous, kit_wrote
+    from fd_conformance.cli.run import EMPTY_JUNIT
     from fd_conformance.errors import UsageError
     from fd_conformance.isolation.results import ResultLog, plan_record
     from fd_conformance.report import CheckResult, write_reports

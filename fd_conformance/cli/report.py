@@ -11,10 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fd_conformance.cli.run import RESULTS_NAME
+from fd_conformance.cli.outdir import RESULTS_NAME, OutLock, refuse_foreign
 from fd_conformance.cli.summary import not_run_summary, verdict_line
+from fd_conformance.errors import validate_directory
 from fd_conformance.isolation.results import ResultsFile, load_results_file
-from fd_conformance.report import build_document, format_matrix, nothing_ran_reason, results_of_file, write_reports
+from fd_conformance.report import (
+    CERTIFICATE_NAME,
+    JSON_NAME,
+    all_deselected_reason,
+    build_document,
+    format_matrix,
+    nothing_ran_reason,
+    results_of_file,
+    write_reports,
+)
 
 REPORT_HELP = (
     "rebuild the matrix and verdicts from a results JSONL (OUT/results.jsonl of `run`, or pytest --fd-results); "
@@ -23,7 +33,10 @@ REPORT_HELP = (
 REPORT_FILE_HELP = (
     "the JSONL file: OUT/results.jsonl written by `fd-conformance run` (or OUT itself), or pytest --fd-results FILE"
 )
-REPORT_OUT_HELP = "also write conformance.json and certificate.md (marked INTERRUPTED when incomplete) into DIR"
+REPORT_OUT_HELP = (
+    "also write conformance.json and certificate.md (marked INTERRUPTED when incomplete) into DIR; a file of those "
+    "names that fd-conformance did not write stops the command, as it stops `run --out`"
+)
 QUIET_HELP = "print only the verdict line"
 
 
@@ -32,7 +45,12 @@ def run_report(args: argparse.Namespace) -> int:
     if path.is_dir():  # `report OUT`: the directory `run --out` wrote, whose results file is the record
         path = path / RESULTS_NAME
     parsed = load_results_file(path)
-    return report_results_file(parsed, Path(args.out) if args.out else None, quiet=args.quiet)
+    if args.out is None:
+        return report_results_file(parsed, quiet=args.quiet)
+    out = Path(validate_directory(args.out, "--out")).resolve()
+    with OutLock(out):  # refused, it leaves nothing behind; a run writing into DIR refuses it (exit 5)
+        refuse_foreign(out, (JSON_NAME, CERTIFICATE_NAME))
+        return report_results_file(parsed, out, quiet=args.quiet)
 
 
 def add_cli(subparsers: Any) -> None:
@@ -51,13 +69,15 @@ def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: boo
     from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
 
     results = results_of_file(parsed)
+    # Every check deselected (-k nomatch) leaves no row: only the plan says the session certified nothing.
+    nothing_certified = None if results else all_deselected_reason(parsed.planned.values())
     interrupted = next((s["detail"] for s in parsed.sessions if s["status"] == "interrupted"), None)
     if parsed.torn and not interrupted:
         interrupted = "the results file ends in a torn line: its writer was killed"
     if out is not None:
-        document = write_reports(out, results, parsed.expect_mutants, interrupted)
+        document = write_reports(out, results, parsed.expect_mutants, interrupted, nothing_certified)
     else:
-        document = build_document(results, parsed.expect_mutants, interrupted)
+        document = build_document(results, parsed.expect_mutants, interrupted, nothing_certified)
     if not quiet and results:
         print(format_matrix(results, parsed.expect_mutants))
         print()
@@ -69,6 +89,6 @@ def report_results_file(parsed: ResultsFile, out: Path | None = None, quiet: boo
     if document["run"]["not_run"] and not quiet:
         print(f"not run: {not_run_summary(document['run']['not_run'])}")
     if document["exit_code"] == EXIT_NOTHING_CERTIFIED:
-        print(f"fd-conformance: certified nothing: {nothing_ran_reason(results)}", file=sys.stderr)
+        print(f"fd-conformance: certified nothing: {nothing_certified or nothing_ran_reason(results)}", file=sys.stderr)
     print(verdict_line(document))
     return int(document["exit_code"])

@@ -56,7 +56,8 @@ ISOLATE_HELP = (
 )
 TIMEOUT_HELP = (
     "default watchdog deadline in seconds for isolated tests (setup+call+teardown). Precedence: "
-    "isolated(timeout=) marker > pytest-timeout's timeout marker > --fd-timeout > --timeout > 300."
+    "isolated(timeout=) marker > pytest-timeout's timeout marker > --fd-timeout > --timeout > 300. "
+    "A test running --fd-cycles N > 5 weight cycles gets N/5 times the default: a long soak is not a hang."
 )
 NO_SPARE_HELP = (
     "do not keep a warm spare isolation worker. By default a second worker starts (and collects) while the "
@@ -69,6 +70,9 @@ ISOLATED_MARKER_HELP = (
     "and reported as FDC501 with stacks, a crash as FDC502; the session goes on."
 )
 DEFAULT_TIMEOUT_S = 300.0
+# The default deadline is sized for plugin.options.DEFAULT_CYCLES weight cycles (a test keeps them equal);
+# a test taking the fd_cycles fixture gets it scaled by --fd-cycles: a long soak is no hang (FDC501).
+CYCLES_FIXTURE, DEADLINE_CYCLES = "fd_cycles", 5
 FINDINGS_PROP = "fd_findings"  # same user_properties key the suites plugin uses
 
 CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
@@ -265,7 +269,8 @@ class IsolationController:
             value = _marker_timeout(item, name)
             if value is not None:
                 return validate_timeout(value, f"{source} on {item.nodeid}")
-        return self.default_timeout
+        cycles = str(self.config.getoption(CYCLES_FIXTURE, "")) if CYCLES_FIXTURE in getattr(item, "fixturenames", ()) else ""
+        return self.default_timeout * max(1.0, int(cycles) / DEADLINE_CYCLES if cycles.isdigit() else 1.0)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -108,9 +108,17 @@ class ConformanceSession:
         # `fd-conformance run` give one answer for one session.
         plan = session_plan(self.config)
         self.results = report.with_plan(self.results, plan.values())
+        self._judge(session, plan)
         out = self.config.getoption(FD_REPORT)
         if out:  # written even when empty: "nothing ran" must be visible to `fd-conformance run`
-            report.write_reports(Path(out), self.results, self.expect_mutants)
+            # After the verdict: the files carry the session's exit status (certified nothing: 4).
+            allow_empty = bool(self.config.getoption(FD_ALLOW_EMPTY))
+            report.write_reports(Path(out), self.results, self.expect_mutants, None, self.nothing_certified, allow_empty)
+
+    def _judge(self, session: pytest.Session, plan: Mapping[str, Any]) -> None:
+        """The session's exit status from the verdict; ``nothing_certified`` when it certified nothing."""
+        from fd_conformance import report
+
         if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
             return  # interrupted, internal error, usage error: pytest's own status says more
         if not self.results and not any(t["case"] for t in plan.values()):

@@ -54,6 +54,7 @@ from fd_conformance.report.verdicts import (
     PASSING_VERDICTS,
     UNAVAILABLE_SKIP_MARKERS,
     VIOLATIONS,
+    all_deselected_reason,
     case_verdict,
     cell,
     checks_of,
@@ -61,6 +62,7 @@ from fd_conformance.report.verdicts import (
     graphs_label,
     nothing_ran_reason,
     result_failure_reason,
+    session_exit_code,
     verdicts_of,
 )
 
@@ -91,6 +93,7 @@ __all__ = [
     "VIOLATIONS",
     "XFAILED",
     "CheckResult",
+    "all_deselected_reason",
     "build_document",
     "case_verdict",
     "cell",
@@ -110,6 +113,7 @@ __all__ = [
     "render_records",
     "results_from_records",
     "results_of_file",
+    "session_exit_code",
     "split_codes_by_severity",
     "verdicts_of",
     "with_expected",

@@ -27,10 +27,10 @@ from fd_conformance.report.verdicts import (
     case_verdict,
     cell,
     checks_of,
-    exit_code,
     graphs_label,
     result_failure_reason,
     rows_by_key,
+    session_exit_code,
     shorten,
 )
 
@@ -66,12 +66,19 @@ def environment(results: Sequence[CheckResult]) -> dict[str, Any]:
 
 
 def build_document(
-    results: Sequence[CheckResult], expect_mutants: bool = False, interrupted: str | None = None
+    results: Sequence[CheckResult],
+    expect_mutants: bool = False,
+    interrupted: str | None = None,
+    nothing_certified: str | None = None,
+    allow_empty: bool = False,
 ) -> dict[str, Any]:
     """The conformance.json document (validated against schemas/conformance.schema.json).
     ``results`` may hold MISSING placeholders (planned checks without a result): they make rows
     incomplete and are listed under ``run.not_run``, never under ``results``; ``interrupted``
-    says why the run ended early (e.g. "SIGTERM")."""
+    says why the run ended early (e.g. "SIGTERM"). ``nothing_certified``: why a session whose
+    results cannot show it certified nothing (every check deselected leaves no row), which makes
+    it EXIT_NOTHING_CERTIFIED, the reason in ``run.reason``. ``allow_empty`` (--allow-empty): a
+    session that certified nothing is EXIT_OK, as its command exits."""
     ran = [r for r in results if r.outcome not in NOT_RAN]
     not_run = [r.nodeid for r in results if r.outcome == MISSING]
     deselected = [r.nodeid for r in results if r.outcome == DESELECTED]
@@ -103,11 +110,7 @@ def build_document(
             }
         )
     status = "interrupted" if interrupted else ("incomplete" if not_run or deselected else "finished")
-    code = exit_code(results, expect_mutants)
-    if interrupted:
-        from fd_conformance.errors import EXIT_INCOMPLETE
-
-        code = EXIT_INCOMPLETE  # even when every planned check has a result: the session did not end normally
+    code = session_exit_code(results, expect_mutants, interrupted, nothing_certified, allow_empty)
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -115,7 +118,7 @@ def build_document(
         "expect_mutants": expect_mutants,
         "exit_code": code,
         "summary": {o: sum(1 for r in ran if r.outcome == o) for o in OUTCOMES},
-        "run": {"status": status, "reason": interrupted or "", "not_run": not_run, "deselected": deselected},
+        "run": {"status": status, "reason": interrupted or nothing_certified or "", "not_run": not_run, "deselected": deselected},
         "cases": cases,
         "results": [r.to_dict() for r in ran],
     }
@@ -138,11 +141,17 @@ def render_records(records: Iterable[Mapping[str, Any]]) -> str:
 
 
 def write_reports(
-    out_dir: Path, results: Sequence[CheckResult], expect_mutants: bool = False, interrupted: str | None = None
+    out_dir: Path,
+    results: Sequence[CheckResult],
+    expect_mutants: bool = False,
+    interrupted: str | None = None,
+    nothing_certified: str | None = None,
+    allow_empty: bool = False,
 ) -> dict[str, Any]:
-    """Write conformance.json and certificate.md into ``out_dir``; returns the document."""
+    """Write conformance.json and certificate.md into ``out_dir`` (arguments: :func:`build_document`);
+    returns the document."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    document = build_document(results, expect_mutants, interrupted)
+    document = build_document(results, expect_mutants, interrupted, nothing_certified, allow_empty)
     (out_dir / JSON_NAME).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (out_dir / CERTIFICATE_NAME).write_text(format_certificate(document), encoding="utf-8")
     return document

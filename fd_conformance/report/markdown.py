@@ -94,6 +94,9 @@ def _certificate_head(document: Mapping[str, Any]) -> list[str]:
             f"> **{title}**{why}: {len(run['not_run'])} planned check(s) did not run{also}; rows that miss one are `incomplete`.",
             "",
         ]
+    elif run["reason"]:  # a finished session that certified nothing says why (build_document's nothing_certified)
+        allowed = " (allowed by --allow-empty)" if document["exit_code"] == 0 else ""
+        lines += [_line(f"> **NOTHING CERTIFIED**{allowed}: {run['reason']}."), ""]
     lines.append(_line(f"- kit: fd-conformance {env['kit_version']} (Python {env['python']}, {env['platform']})"))
     for rt in env["runtimes"]:
         lines.append(

@@ -6,7 +6,7 @@ every output (conformance.json, the certificate, the terminal matrix) shows thes
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fd_conformance.report.results import (
@@ -144,6 +144,37 @@ def exit_code(results: Sequence[CheckResult], expect_mutants: bool = False) -> i
     if verdicts and all(v == NOT_RUN for v in verdicts):
         return EXIT_NOTHING_CERTIFIED
     return EXIT_OK if all(v in PASSING_VERDICTS for v in verdicts) else EXIT_VIOLATIONS
+
+
+def session_exit_code(
+    results: Sequence[CheckResult],
+    expect_mutants: bool = False,
+    interrupted: str | None = None,
+    nothing_certified: str | None = None,
+    allow_empty: bool = False,
+) -> int:
+    """The exit code a session's documents carry, equal to the one its command exits with:
+    :func:`exit_code` of the results, EXIT_INCOMPLETE when the session was ``interrupted`` (even
+    with every planned check done), EXIT_NOTHING_CERTIFIED when the caller knows it certified
+    nothing (``nothing_certified``: every check deselected leaves no row to say so), and EXIT_OK
+    for a session that certified nothing when the user allowed that (``allow_empty``)."""
+    from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK
+
+    if interrupted:
+        return EXIT_INCOMPLETE
+    code = exit_code(results, expect_mutants)
+    if nothing_certified is not None and code == EXIT_OK and not any(r.outcome != SKIPPED for r in results):
+        code = EXIT_NOTHING_CERTIFIED
+    return EXIT_OK if allow_empty and code == EXIT_NOTHING_CERTIFIED else code
+
+
+def all_deselected_reason(planned: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why a session certified nothing when its plan has conformance checks and -k/-m deselected
+    every one (the rows are then out of the session, so the results are empty); None otherwise."""
+    checks = [t for t in planned if t.get("case")]
+    if not checks or not all(t.get("deselected") for t in checks):
+        return None
+    return f"all {len(checks)} conformance checks were deselected (-k/-m)"
 
 
 def nothing_ran_reason(results: Sequence[CheckResult]) -> str:
