@@ -334,14 +334,6 @@ def test_generated_pages_exist_only_in_the_build(generated: dict[str, str]) -> N
     assert not checked_in, f"generated at build time, delete from docs/: {checked_in}"
 
 
-def test_exit_codes_page_lists_every_exit_code() -> None:
-    from fd_conformance.errors import EXIT_CODES
-
-    page = (DOCS / "reference" / "exit-codes.md").read_text()
-    for code in EXIT_CODES:
-        assert f"| {code} |" in page, f"exit code {code} missing from docs/reference/exit-codes.md"
-
-
 # --------------------------------------------------------------------------- other promises of the pages
 def test_ci_gating_snippets_match_the_workflow_and_the_hook() -> None:
     yaml = pytest.importorskip("yaml")

@@ -123,9 +123,9 @@ def test_mtp_runner_that_never_hears_of_the_draft_is_caught(tmp_path: Path) -> N
     )
     assert ran.proc.returncode == 1 and ran.row["verdict"] == "violations", ran.log
     found = codes_by_check(ran)
-    assert "FDC306" in found.get("capture_replay", set()), found
+    assert "FDC306" in found.get("capture_replay", set()) and "FDC306" in found.get("teardown_order", set()), found
     assert {"FDC201", "FDC203"} <= found.get("weight_cycle", set()), found
-    assert "draft graph flag on, but no draft graph exists after capture_model()" in ran.proc.stdout, ran.log
+    assert "draft graph flag on, but no draft graph exists after WeightCycleRunner.capture_model()" in ran.proc.stdout, ran.log
 
 
 def test_mtp_draft_without_its_own_sizes_owes_every_main_size(tmp_path: Path) -> None:
