@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from fd_conformance.plugin.gpus import (
     physical_gpu_ids,
     pin_worker_gpu,
 )
+from fd_conformance.plugin.usage import REQUESTED_KEY
 
 pytest_plugins = ["pytester"]
 
@@ -293,15 +295,24 @@ def test_n_auto_starts_workers_per_gpu(pytester: pytest.Pytester, tmp_path: Path
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     here = auto_worker_count(os.cpu_count() or 1, [free])  # 1 on a 2-core CI machine, 3 on a GPU host
     pytester.makepyfile("def test_one():\n    pass\n")
-    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-n", "auto", "-p", "no:cacheprovider", "--fd-device=auto")
     result.stdout.fnmatch_lines([f"*created: {here}/{here} worker*"])
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) == 3
+    assert xdist.pytest_xdist_auto_num_workers(asking_config()) == 3
+    # A session that does not ask for the kit (issue 36.6): xdist sizes its `-n auto` itself.
+    assert xdist.pytest_xdist_auto_num_workers(asking_config(asks=False)) is None
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")  # the user's setting wins
-    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
+    assert xdist.pytest_xdist_auto_num_workers(asking_config()) is None
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS")
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")  # no GPU: xdist's own count (the cores)
-    assert xdist.pytest_xdist_auto_num_workers(SimpleNamespace()) is None
+    assert xdist.pytest_xdist_auto_num_workers(asking_config()) is None
+
+
+def asking_config(asks: bool = True) -> Any:
+    """A stand-in controller config whose session asks for the kit (plugin.usage) or not."""
+    stash = pytest.Stash()
+    stash[REQUESTED_KEY] = asks
+    return SimpleNamespace(stash=stash)
 
 
 def test_worker_pins_its_gpu_before_frameworks() -> None:
@@ -314,7 +325,7 @@ def test_worker_pins_its_gpu_before_frameworks() -> None:
 def test_controller_hooks_assign_and_release(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "1")  # one visible device
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
-    config = SimpleNamespace(stash=pytest.Stash())
+    config = asking_config()
 
     def node(worker: str) -> SimpleNamespace:
         return SimpleNamespace(config=config, gateway=SimpleNamespace(id=worker), workerinput={})
@@ -331,10 +342,17 @@ def test_controller_hooks_assign_and_release(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_no_gpu_leaves_workerinput_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FD_CONFORMANCE_GPU", "0")
-    config = SimpleNamespace(stash=pytest.Stash())
-    worker = SimpleNamespace(config=config, gateway=SimpleNamespace(id="gw0"), workerinput={})
+    worker = SimpleNamespace(config=asking_config(), gateway=SimpleNamespace(id="gw0"), workerinput={})
     xdist.pytest_configure_node(worker)
     assert WORKERINPUT_KEY not in worker.workerinput
+
+
+def test_a_session_not_asking_for_the_kit_keeps_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36.6: a project's own `pytest -n 4` on a GPU host is not pinned one GPU per worker."""
+    monkeypatch.setenv("FD_CONFORMANCE_GPU", "1")
+    worker = SimpleNamespace(config=asking_config(asks=False), gateway=SimpleNamespace(id="gw0"), workerinput={})
+    xdist.pytest_configure_node(worker)
+    assert worker.workerinput == {}
 
 
 # --- case_properties: one source of the matrix keys ----------------------------------------------

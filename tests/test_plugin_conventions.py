@@ -18,6 +18,9 @@ from fd_conformance.plugin.options import OPTIONS as SUITE_OPTIONS
 pytest_plugins = ["pytester"]
 
 ALL_OPTIONS = {**SUITE_OPTIONS, **ISOLATION_OPTIONS}
+# A framework installed here (--fd-runtime refuses one that is not): torch where both are, paddle
+# in an environment without torch (tox -e py310 on a machine whose only CPU torch wheel is 3.11's).
+INSTALLED = next((name for name, found in framework_versions().items() if found), "torch")
 SHOW_OPTIONS = """
 import pytest
 
@@ -45,14 +48,14 @@ def test_every_fd_option_has_an_ini_key(pytester: pytest.Pytester) -> None:
 
 def test_ini_value_is_used_when_the_option_is_absent_and_the_flag_wins(pytester: pytest.Pytester) -> None:
     pytester.makeini(
-        "[pytest]\nfd_runtime = torch\nfd_cycles = 7\nfd_include_mutants = true\nfd_isolate = off\nfd_timeout = 42\n"
+        f"[pytest]\nfd_runtime = {INSTALLED}\nfd_cycles = 7\nfd_include_mutants = true\nfd_isolate = off\nfd_timeout = 42\n"
     )
     names = ["fd_runtime", "fd_cycles", "fd_include_mutants", "fd_isolate", "fd_timeout", "fd_device"]
     pytester.makepyfile(test_show=SHOW_OPTIONS.replace("{names!r}", repr(names)))
     ini_run = pytester.runpytest("-s", "-p", "no:cacheprovider")
     assert ini_run.ret == 0, ini_run.stdout.str()
     shown = _values(ini_run)
-    for expected in ("'fd_runtime': 'torch'", "'fd_cycles': '7'", "'fd_include_mutants': True", "'fd_timeout': '42'"):
+    for expected in (f"'fd_runtime': '{INSTALLED}'", "'fd_cycles': '7'", "'fd_include_mutants': True", "'fd_timeout': '42'"):
         assert expected in shown, shown
     assert "'fd_device': 'auto'" in shown  # in neither: the built-in default
     assert "MODE off" in shown
@@ -105,14 +108,17 @@ def test_no_note_when_isolation_is_already_off(pytester: pytest.Pytester) -> Non
     assert "isolation is off" not in result.stdout.str()
 
 
-def test_report_header_names_kit_and_runtime_versions_without_importing_them(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("asks", [["--fd-runtime=auto"], ["-p", "fd_conformance"]], ids=["fd-option", "p-plugin"])
+def test_report_header_names_kit_and_runtime_versions_without_importing_them(pytester: pytest.Pytester, asks: list[str]) -> None:
+    """In a session that asks for the kit (an --fd-* option, even at its default, or -p fd_conformance);
+    a session that does not sees no header line (test_plugin_stays_out)."""
     pytester.makepyfile(test_x="import sys\n\ndef test_x():\n    assert not {'torch', 'paddle'} & set(sys.modules)\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *asks)
     result.assert_outcomes(passed=1)
     versions = framework_versions()
     runtimes = ", ".join(f"{name} {found or 'not installed'}" for name, found in versions.items())
     assert f"fd-conformance {fd_conformance.__version__} ({runtimes})" in result.stdout.str()
-    assert versions["torch"] == importlib.metadata.version("torch")
+    assert versions[INSTALLED] == importlib.metadata.version(INSTALLED.replace("paddle", "paddlepaddle"))
 
 
 def test_version_has_one_source() -> None:

@@ -1,9 +1,11 @@
 """pytest plugin (pytest11 entry point): markers, options, fixtures and the conformance matrix.
 
 Loading it must cost nothing when unused: no framework (or numpy) import at module level; cases,
-runtimes and reports are imported only when a session actually uses them.
+runtimes and reports are imported only when a session actually uses them. And a session that does
+not use it sees nothing of it (usage: no header, no collector, no GPU pinning, no reordering).
 
   options     option names, help, defaults and validation
+  usage       whether the session asks for or uses the kit; the session collector, registered then
   (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, shared with the
   isolation parent, sits below this package)
   collection  the session's cases, parametrized per device; skips decided at collection
@@ -11,20 +13,21 @@ runtimes and reports are imported only when a session actually uses them.
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
   matrix      matrix keys on the deciding report, ConformanceSession, the reports
   xdist, gpus a GPU per xdist worker; ``-n auto`` on a GPU host
+  entry       the pytest11 entry point, which loads this package
+
+PYTEST_DONT_REWRITE: the entry point's module imports this package before pytest reads its
+``pytest_plugins``; it holds no test assertions.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from fd_conformance import __version__
 from fd_conformance.devices import framework_versions
-from fd_conformance.isolation.messages import WORKER_ENV
 from fd_conformance.plugin.collection import CASES_KEY, load_session_cases
 from fd_conformance.plugin.gpus import pin_worker_gpu
-from fd_conformance.plugin.matrix import SESSION_KEY, ConformanceSession
+from fd_conformance.plugin.matrix import SESSION_KEY
 from fd_conformance.plugin.options import (
     CYCLES_KEY,
     DEVICES_KEY,
@@ -39,12 +42,14 @@ from fd_conformance.plugin.options import (
     validate_report_dir,
     validate_runtime,
 )
+from fd_conformance.plugin.usage import GPU_MARKER_HELP, decide_requested, registers_own_gpu_marker, requested, start_using
 
-__all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "SESSION_KEY"]
+__all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "GPU_MARKER_HELP", "SESSION_KEY"]
 
 # The plugin's parts, each a pytest plugin module of its own; hang/crash isolation: options, marker, worker.
 pytest_plugins = [
     "fd_conformance.plugin.options",
+    "fd_conformance.plugin.usage",
     "fd_conformance.plugin.collection",
     "fd_conformance.plugin.plan",
     "fd_conformance.plugin.fixtures",
@@ -53,21 +58,24 @@ pytest_plugins = [
     "fd_conformance.isolation.plugin",
 ]
 
-GPU_MARKER_HELP = "gpu: needs a CUDA device; skipped with a reason when none is visible"
 CONFORMANCE_MARKER_HELP = (
     "conformance(check): a graph-opt contract check from fd_conformance.suite; check names its matrix column"
 )
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> str | None:
     """``fd-conformance 0.1.0 (torch 2.13.0, paddle not installed)``: which kit judged the session and
-    the runtimes it could use, from package metadata (no framework is imported for a header)."""
+    the runtimes it could use, from package metadata (no framework is imported for a header). Only
+    in a session that asks for the kit: a project's own test suite sees no line of ours."""
+    if not requested(config):
+        return None
     runtimes = ", ".join(f"{name} {found or 'not installed'}" for name, found in framework_versions().items())
     return f"fd-conformance {__version__} ({runtimes})"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", GPU_MARKER_HELP)
+    if not registers_own_gpu_marker(config):  # a project's own `gpu` marker is theirs: not ours to skip
+        config.addinivalue_line("markers", GPU_MARKER_HELP)
     config.addinivalue_line("markers", CONFORMANCE_MARKER_HELP)
     # First thing on a worker: pin its GPU before any framework can initialise CUDA.
     workerinput = getattr(config, "workerinput", None)
@@ -78,11 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     validate_report_dir(config.getoption(FD_REPORT))
     config.stash[DEVICES_KEY] = resolve_devices(config.getoption(FD_DEVICE))
     config.stash[CASES_KEY] = None
-    # Results are gathered where reports converge: the xdist controller, never an xdist worker or
-    # an isolation worker (whose reports the isolating parent replays into its own session).
-    if workerinput is None and not os.environ.get(WORKER_ENV):
-        session = ConformanceSession(config)
-        config.stash[SESSION_KEY] = session
-        config.pluginmanager.register(session, "fd-conformance-session")
+    # The session's collector where reports converge (usage.collects_results), now when the session
+    # asks for the kit, else once a test of the kit's is collected or reported (usage).
+    if decide_requested(config):
+        start_using(config)
     if config.getoption(FD_MODEL) or config.getoption(FD_CASES_FILE) is not None:
         load_session_cases(config)  # fail fast, before collection, on a bad spec or cases file

@@ -20,6 +20,7 @@ from fd_conformance.plugin.options import (
     FD_RUNTIME,
     raises_pytest_usage_error,
 )
+from fd_conformance.plugin.usage import in_use, registers_own_gpu_marker
 
 if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase
@@ -78,17 +79,22 @@ def framework_free_first(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    framework_free_first(items)
-    for item in items:
-        case = case_of(item)
-        if case is not None and case.checks is not None and check_name(item) not in case.checks:
-            item.add_marker(pytest.mark.skip(reason=f"{case.name} is certified on {', '.join(sorted(case.checks))} only"))
-    reason = no_gpu_reason()
+    if in_use(config):  # a project's own suite keeps pytest's order (usage)
+        framework_free_first(items)
+        for item in items:
+            case = case_of(item)
+            if case is not None and case.checks is not None and check_name(item) not in case.checks:
+                item.add_marker(pytest.mark.skip(reason=f"{case.name} is certified on {', '.join(sorted(case.checks))} only"))
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    reason = no_gpu_reason() if gpu_items else None
     if reason is None:
         return
+    # The kit's `gpu` marker (its cuda rows, and tests that use the marker it registers) skips here
+    # without a GPU; a `gpu` marker the project registered itself means what the project says.
+    theirs = registers_own_gpu_marker(config)
     skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if item.get_closest_marker("gpu") is not None:
+    for item in gpu_items:
+        if not theirs or case_of(item) is not None:
             item.add_marker(skip)
 
 

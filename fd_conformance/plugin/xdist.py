@@ -9,14 +9,19 @@ import pytest
 
 from fd_conformance.devices import visible_gpu_count
 from fd_conformance.plugin.gpus import WORKERINPUT_KEY, GpuLedger, auto_worker_count, free_gpu_bytes, physical_gpu_ids
+from fd_conformance.plugin.usage import WORKERINPUT_REQUESTED, requested
 
 LEDGER_KEY = pytest.StashKey[GpuLedger]()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: give each new (or replacement) worker the least-used GPU."""
+    """xdist controller: give each new (or replacement) worker the least-used GPU -- in a session
+    that asks for the kit only: a project's own xdist workers keep every GPU (usage)."""
     config: pytest.Config = node.config
+    if not requested(config):
+        return
+    node.workerinput[WORKERINPUT_REQUESTED] = True
     ledger = config.stash.get(LEDGER_KEY, None)
     if ledger is None:
         ledger = GpuLedger(physical_gpu_ids(visible_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES")))
@@ -32,8 +37,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     the models are tiny). Without a GPU, or with PYTEST_XDIST_AUTO_NUM_WORKERS set, xdist decides.
     tryfirst: xdist's own implementation is a plain one too, and plugin load order (which
     distribution the environment lists first) would otherwise decide whose count wins."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or not requested(config):
+        return None  # a project's own `-n auto` is xdist's to size (usage)
     free = free_gpu_bytes(physical_gpu_ids(visible_gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES")))
     if not free:
         return None
