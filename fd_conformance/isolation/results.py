@@ -13,7 +13,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, TypedDict
+
+# typing has NotRequired from 3.11 on; requires-python is >=3.10 (ruff targets 3.11, hence the noqa).
+from typing_extensions import NotRequired  # noqa: UP035
 
 from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
 
