@@ -14,7 +14,11 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: its predecessor, a dependency of the kit there
+    import tomli as tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any

@@ -16,7 +16,11 @@ import shutil
 import stat
 import subprocess
 import sys
-import tomllib
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: its predecessor, a dependency of the kit there
+    import tomli as tomllib
 from pathlib import Path
 from typing import Any
 

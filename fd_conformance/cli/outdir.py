@@ -116,7 +116,7 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # noqa: UP017 - datetime.UTC is 3.11+; requires-python is >=3.10
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def kit_wrote(path: Path) -> bool:
@@ -211,7 +211,7 @@ def _retired_name(previous: Path) -> Path:
     """previous-<UTC time its newest file was written>, the end of the run it holds (a rename keeps
     mtimes), so the older generations sort by age; -2, -3... when two ended in the same second."""
     stamps = [entry.stat().st_mtime for entry in previous.iterdir()] or [previous.stat().st_mtime]
-    stamp = _dt.datetime.fromtimestamp(max(stamps), _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")  # noqa: UP017 - as utc_now()
+    stamp = _dt.datetime.fromtimestamp(max(stamps), _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     candidate, n = previous.with_name(f"{PREVIOUS_DIR}-{stamp}"), 1
     while candidate.exists():
         n += 1

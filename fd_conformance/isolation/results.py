@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypedDict
 
-# typing has NotRequired from 3.11 on; requires-python is >=3.10 (ruff targets 3.11, hence the noqa).
-from typing_extensions import NotRequired  # noqa: UP035
+# typing has NotRequired from 3.11 on; requires-python is >=3.10.
+from typing_extensions import NotRequired
 
 from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
 

@@ -19,7 +19,7 @@ from fd_conformance.spelling import SPELLINGS
 
 # tomllib is 3.11+; requires-python is >=3.10, where the same parser ships as tomli (a dependency
 # there, see pyproject.toml). The sys.version_info test is what type checkers understand.
-if sys.version_info >= (3, 11):  # noqa: UP036 - ruff targets 3.11, but requires-python is >=3.10
+if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib

@@ -113,7 +113,7 @@ def build_document(
     code = session_exit_code(results, expect_mutants, interrupted, nothing_certified, allow_empty)
     return {
         "schema_version": SCHEMA_VERSION,
-        "generated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment(ran),
         "expect_mutants": expect_mutants,
         "exit_code": code,
