@@ -22,6 +22,9 @@ EXIT_INTERNAL = EXIT_INCOMPLETE  # the older name: a kit that broke mid-session 
 EXIT_NOTHING_CERTIFIED = 4  # no conformance check ran (no GPU for cuda rows, everything skipped); --allow-empty opts out
 EXIT_LOCKED = 5  # --out is in use by another `fd-conformance run`
 EXIT_MISSING_DEPENDENCY = 6  # `fd-conformance fastdeploy`: a package the FastDeploy tree imports is not installed
+EXIT_SHARDS = (
+    7  # `fd-conformance merge`: the shard outputs do not make one run (versions, case sets, counts, a missing or duplicate shard)
+)
 EXIT_SIGINT = 128 + signal.SIGINT  # 130: interrupted by Ctrl-C; partial report marked INTERRUPTED
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143: terminated (CI cancel, timeout); partial report marked INTERRUPTED
 
@@ -33,6 +36,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_NOTHING_CERTIFIED: "certified nothing: no check ran on the requested rows (opt out with --allow-empty / --fd-allow-empty)",
     EXIT_LOCKED: "--out is locked by another run that is still going",
     EXIT_MISSING_DEPENDENCY: "missing dependency: the FastDeploy tree imports a package that is not installed (the [fastdeploy] extra)",
+    EXIT_SHARDS: "shards refused: `merge` was given shard outputs that do not make one run (kit versions, case sets, devices or shard counts differ, a shard given twice, or one missing)",
     EXIT_SIGINT: "interrupted (SIGINT): partial report marked INTERRUPTED",
     EXIT_SIGTERM: "terminated (SIGTERM): partial report marked INTERRUPTED",
 }

@@ -1,8 +1,8 @@
-"""``fd-conformance``: run | lint | report | changed | fastdeploy | explain.
+"""``fd-conformance``: run | lint | report | merge | changed | fastdeploy | explain.
 
 The command line lives here only (argparse nowhere else in the kit's own commands).
 
-One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.report`, :mod:`.changed`, :mod:`.fastdeploy`, :mod:`.explain`), each
+One module per subcommand (:mod:`.run`, :mod:`.lint`, :mod:`.report`, :mod:`.merge`, :mod:`.changed`, :mod:`.fastdeploy`, :mod:`.explain`), each
 adding its subparser and a ``func`` (args -> exit code) over the package that does the work; none
 of them imports a framework at module import time, so ``fd-conformance --help`` stays fast.
 """
@@ -18,6 +18,7 @@ from fd_conformance.cli import changed as changed_cli
 from fd_conformance.cli import explain as explain_cli
 from fd_conformance.cli import fastdeploy as fastdeploy_cli
 from fd_conformance.cli import lint as lint_cli
+from fd_conformance.cli import merge as merge_cli
 from fd_conformance.cli import report as report_cli
 from fd_conformance.cli import run as run_cli
 from fd_conformance.errors import EXIT_SIGINT, UsageError
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     lint_cli.add_cli(sub)  # `lint PATH`: static graph-lifecycle checks
     run_cli.add_cli(sub)  # `run`: the suites over models -> matrix, JSON, JUnit, certificate
     report_cli.add_cli(sub)  # `report FILE`: matrix from a results JSONL
+    merge_cli.add_cli(sub)  # `merge DIR...`: one report from the shards of a run
     changed_cli.add_cli(sub)  # `changed --base REV`: model cases a git change can affect
     fastdeploy_cli.add_cli(sub)  # `fastdeploy PATH`: the real engine on CPU
     explain_cli.add_cli(sub)  # `explain CODE`: a finding code's page

@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from fd_conformance.cases import load_spec, read_selection
+from fd_conformance.cli import shard as shard_cli  # --shard K/N, --durations FILE
 from fd_conformance.cli.junit import SUITE_NAME as JUNIT_SUITE  # the run's junit.xml is marked with it (kit_wrote)
 from fd_conformance.cli.outdir import (
     LOG_HEADER,
@@ -159,6 +160,7 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     parser.add_argument("--allow-empty", "--fd-allow-empty", dest="allow_empty", action="store_true", help=ALLOW_EMPTY_HELP)
+    shard_cli.add_shard_arguments(parser)
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help=PYTEST_ARGS_HELP)
     parser.set_defaults(func=run)
 
@@ -201,6 +203,7 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
         cmd.append(f"--fd-cases-file={Path(args.cases_file).resolve()}")
     if args.include_mutants:
         cmd.append("--fd-include-mutants")
+    cmd += shard_cli.shard_pytest_args(args)
     workers = default_workers(resolve_device(args.device)) if args.workers is None else args.workers
     if workers != "0":
         cmd += ["-n", workers]
@@ -236,6 +239,7 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
     if args.workers not in (None, "0") and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
     validate_directory(str(out), "--out")
+    shard_cli.validate_shard_args(args)
     _validate_specs(args.model)
 
 
@@ -457,6 +461,8 @@ def judge_session(returncode: int, log: str, out: Path, quiet: bool = False, all
             print_report_paths(out)
         return EXIT_INCOMPLETE
     document = json.loads(json_path.read_text(encoding="utf-8"))
+    if shard_cli.is_empty_shard(document) and returncode == PYTEST_OK:
+        return shard_cli.report_empty_shard(document, out, quiet=quiet)
     # pytest failing while the matrix passes: something outside the matrix failed (a fixture
     # error in a non-suite test, a plugin's own check), which the matrix alone would hide.
     outside = returncode == PYTEST_TESTS_FAILED and document["exit_code"] == EXIT_OK

@@ -9,6 +9,7 @@ not use it sees nothing of it (usage: no header, no collector, no GPU pinning, n
   (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, shared with the
   isolation parent, sits below this package)
   collection  the session's cases, parametrized per device; skips decided at collection
+  shard       the session's shard (--fd-shard K/N), recorded by collection, stamped by matrix
   plan        what each row owes: every collected check, deselected ones included
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
   matrix      matrix keys on the deciding report, ConformanceSession, the reports
@@ -37,14 +38,16 @@ from fd_conformance.plugin.options import (
     FD_MODEL,
     FD_REPORT,
     FD_RUNTIME,
+    FD_SHARD,
     resolve_devices,
     validate_cycles,
     validate_report_dir,
     validate_runtime,
 )
+from fd_conformance.plugin.shard import SHARD_KEY
 from fd_conformance.plugin.usage import GPU_MARKER_HELP, decide_requested, registers_own_gpu_marker, requested, start_using
 
-__all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "GPU_MARKER_HELP", "SESSION_KEY"]
+__all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "GPU_MARKER_HELP", "SESSION_KEY", "SHARD_KEY"]
 
 # The plugin's parts, each a pytest plugin module of its own; hang/crash isolation: options, marker, worker.
 pytest_plugins = [
@@ -86,9 +89,10 @@ def pytest_configure(config: pytest.Config) -> None:
     validate_report_dir(config.getoption(FD_REPORT))
     config.stash[DEVICES_KEY] = resolve_devices(config.getoption(FD_DEVICE))
     config.stash[CASES_KEY] = None
+    config.stash[SHARD_KEY] = None
     # The session's collector where reports converge (usage.collects_results), now when the session
     # asks for the kit, else once a test of the kit's is collected or reported (usage).
     if decide_requested(config):
         start_using(config)
-    if config.getoption(FD_MODEL) or config.getoption(FD_CASES_FILE) is not None:
+    if config.getoption(FD_MODEL) or config.getoption(FD_CASES_FILE) is not None or config.getoption(FD_SHARD) is not None:
         load_session_cases(config)  # fail fast, before collection, on a bad spec or cases file

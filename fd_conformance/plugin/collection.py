@@ -6,7 +6,7 @@ so asking pytest to rewrite it only warned in every user session; it holds no te
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,11 +15,14 @@ from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
     DEVICES_KEY,
     FD_CASES_FILE,
+    FD_DURATIONS,
     FD_INCLUDE_MUTANTS,
     FD_MODEL,
     FD_RUNTIME,
+    FD_SHARD,
     raises_pytest_usage_error,
 )
+from fd_conformance.plugin.shard import SHARD_KEY, empty_shard_reason
 from fd_conformance.plugin.usage import in_use, registers_own_gpu_marker
 
 if TYPE_CHECKING:
@@ -47,8 +50,40 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
         selection=read_selection(cases_file) if cases_file is not None else None,
         selection_source=f"{FD_CASES_FILE} {cases_file}",
     )
+    shard_text: str | None = config.getoption(FD_SHARD)
+    if shard_text is not None:
+        cases = _keep_shard(config, cases, shard_text)
     config.stash[CASES_KEY] = cases
     return cases
+
+
+def _keep_shard(config: pytest.Config, cases: list[ModelCase], shard_text: str) -> list[ModelCase]:
+    """The cases of shard K/N (whole cases; the partition is cases/shard.py's), recorded in SHARD_KEY."""
+    from fd_conformance.cases import parse_shard, read_durations, shard_of
+
+    shard = parse_shard(shard_text, FD_SHARD)
+    durations_file: str | None = config.getoption(FD_DURATIONS)
+    durations = read_durations(durations_file, FD_DURATIONS) if durations_file else None
+    names = [case.name for case in cases]
+    kept = shard_of(cases, names, shard, durations)
+    devices: tuple[str, ...] = config.stash[DEVICES_KEY]
+    config.stash[SHARD_KEY] = {
+        "index": shard.index,
+        "count": shard.count,
+        "cases": sorted(case.name for case in kept),
+        "all_cases": names,  # in the session's order: the merged report lists rows as the unsharded one
+        "balanced_by": f"durations ({durations_file})" if durations else "count",
+        "devices": list(devices),
+    }
+    return kept
+
+
+def shard_info(config: pytest.Config) -> dict[str, Any] | None:
+    """The session's shard (SHARD_KEY), or None when the session is not sharded."""
+    if config.getoption(FD_SHARD) is None:
+        return None
+    load_session_cases(config)
+    return config.stash.get(SHARD_KEY, None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -100,6 +135,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def no_cases_reason(config: pytest.Config) -> str:
     """Why a suite test has no case to run: an empty cases file is a deliberate "nothing to certify"."""
+    shard = shard_info(config)
+    if shard is not None and not shard["cases"]:
+        return empty_shard_reason(shard)
     cases_file = config.getoption(FD_CASES_FILE)
     if cases_file is not None:
         from fd_conformance.cases import read_selection  # only with a cases file: see load_session_cases

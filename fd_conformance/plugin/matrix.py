@@ -19,6 +19,7 @@ import pytest
 from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
 from fd_conformance.matrix_keys import PROP_PREFIX, RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties, report_failure_reason
 from fd_conformance.plugin.options import FD_ALLOW_EMPTY, FD_INCLUDE_MUTANTS, FD_REPORT
+from fd_conformance.plugin.shard import empty_shard_reason, recorded_shard
 
 if TYPE_CHECKING:
     from fd_conformance.report import CheckResult
@@ -114,6 +115,11 @@ class ConformanceSession:
             # After the verdict: the files carry the session's exit status (certified nothing: 4).
             allow_empty = bool(self.config.getoption(FD_ALLOW_EMPTY))
             report.write_reports(Path(out), self.results, self.expect_mutants, None, self.nothing_certified, allow_empty)
+            shard = recorded_shard(self.config)
+            if shard is not None:  # what `fd-conformance merge` checks the shards against
+                from fd_conformance.report.merge import stamp_shard
+
+                stamp_shard(Path(out), shard)
 
     def _judge(self, session: pytest.Session, plan: Mapping[str, Any]) -> None:
         """The session's exit status from the verdict; ``nothing_certified`` when it certified nothing."""
@@ -150,6 +156,14 @@ class ConformanceSession:
         return why
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        shard = recorded_shard(self.config)
+        if shard is not None:
+            terminalreporter.write_line(
+                empty_shard_reason(shard)
+                if not shard["cases"]
+                else f"fd-conformance: shard {shard['index']}/{shard['count']}: {len(shard['cases'])} of "
+                f"{len(shard['all_cases'])} case(s), balanced by {shard['balanced_by']}"
+            )
         if self.nothing_certified:
             terminalreporter.write_line(
                 f"fd-conformance: certified nothing (exit 4): {self.nothing_certified}; "

@@ -30,6 +30,8 @@ FD_INCLUDE_MUTANTS = "--fd-include-mutants"
 FD_CASES_FILE = "--fd-cases-file"
 FD_DEVICE = "--fd-device"
 FD_ALLOW_EMPTY = "--fd-allow-empty"
+FD_SHARD = "--fd-shard"
+FD_DURATIONS = "--fd-durations"
 
 FD_MODEL_HELP = (
     "model case(s) to certify, as module:attr or path/to/file.py:attr naming a ModelCase, a list of them "
@@ -58,6 +60,16 @@ FD_ALLOW_EMPTY_HELP = (
     "exit 0 even when every conformance check was skipped (e.g. -m gpu on a machine without a GPU). "
     "By default such a session exits 4: a CI job that certified nothing must not go green."
 )
+FD_SHARD_HELP = (
+    "certify only shard K of N (e.g. 2/3): a deterministic partition of the session's cases, whole cases "
+    "(a case's checks share a built model), balanced by --fd-durations when given, by count otherwise; "
+    "`fd-conformance merge` rebuilds the one report from the N shards' report directories. A shard with no "
+    "case (N above the cases) certifies nothing and exits 0, saying so."
+)
+FD_DURATIONS_HELP = (
+    "balance --fd-shard by the per-case seconds in FILE: an earlier run's results.jsonl or conformance.json "
+    "(a merged one too), or a JSON object {case: seconds}. Every shard must be given the same file."
+)
 RUNTIME_CHOICES = ("auto", *FRAMEWORKS)
 DEVICE_CHOICES = ("all", "auto", "cpu", "cuda")
 DEFAULT_CYCLES = 5
@@ -84,6 +96,8 @@ OPTIONS = {
     # host's session is not failed by a cuda row it could never run.
     FD_DEVICE: IniOption(FD_DEVICE, "string", "auto", FD_DEVICE_HELP),
     FD_ALLOW_EMPTY: IniOption(FD_ALLOW_EMPTY, "bool", False, FD_ALLOW_EMPTY_HELP),
+    FD_SHARD: IniOption(FD_SHARD, "string", None, FD_SHARD_HELP),
+    FD_DURATIONS: IniOption(FD_DURATIONS, "string", None, FD_DURATIONS_HELP),
 }
 
 
@@ -97,6 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     OPTIONS[FD_CASES_FILE].add(group, parser, metavar="FILE")
     OPTIONS[FD_DEVICE].add(group, parser, metavar="ROWS")
     OPTIONS[FD_ALLOW_EMPTY].add(group, parser, action="store_true")
+    OPTIONS[FD_SHARD].add(group, parser, metavar="K/N")
+    OPTIONS[FD_DURATIONS].add(group, parser, metavar="FILE")
 
 
 @pytest.hookimpl(tryfirst=True)
