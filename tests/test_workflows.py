@@ -101,3 +101,26 @@ def test_schema_check_catches_a_broken_workflow(tmp_path: Path) -> None:
     broken.write_text("name: x\non: push\njobs:\n  a:\n    run-on: ubuntu-latest\n    steps:\n      - run: echo\n")
     proc = check_workflows(broken)
     assert proc.returncode == 1, proc.stdout + proc.stderr
+
+
+def test_reusable_workflow_shards_then_merges_and_the_merge_gates() -> None:
+    """issue 38: `shards` input -> a matrix job per shard uploading its report dir -> one merge job."""
+    wf = load(ROOT / ".github/workflows/conformance.yml")
+    assert wf["on"]["workflow_call"]["inputs"]["shards"] == {
+        **wf["on"]["workflow_call"]["inputs"]["shards"],
+        "type": "number",
+        "default": 1,
+    }
+    jobs = wf["jobs"]
+    suites, merge = jobs["suites"], jobs["merge"]
+    assert "${{ fromJSON(needs.select.outputs.shards) }}" == suites["strategy"]["matrix"]["shard"]
+    assert suites["strategy"]["fail-fast"] is False  # one shard's failure must not cancel the others
+    run = next(s["run"] for s in suites["steps"] if "fd-conformance run" in s.get("run", ""))
+    assert "--shard ${{ matrix.shard }}/${{ inputs.shards }}" in run
+    upload = next(s for s in suites["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == "conformance-shard-${{ matrix.shard }}" and upload["if"] == "always()"
+    assert set(merge["needs"]) == {"select", "suites"} and merge["if"].startswith("always()")
+    download = next(s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "conformance-shard-*"
+    gate = next(s["run"] for s in merge["steps"] if "fd-conformance merge" in s.get("run", ""))
+    assert "||" not in gate  # the merge's exit code is the workflow's verdict
