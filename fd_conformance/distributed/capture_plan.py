@@ -20,7 +20,6 @@ stores; Paddle's ``paddle.distributed`` TCPStore fits the same two methods).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -40,7 +39,12 @@ __all__ = [
 
 CapturePlan = tuple[tuple[str, int], ...]  # (owner, capture size) in the order the rank will capture
 PLAN_KEY = "fd-conformance/capture-plan"
-DEFAULT_PLAN_TIMEOUT_S = 30.0  # the slowest rank still builds its model inside this
+# Set by a rank's process when the function it ran has returned or raised (distributed/world.py):
+# a peer whose plan is missing AND that has ended will never publish one. A peer still running is
+# waited for, however slow its host: a verdict never depends on a deadline; a peer that truly hangs
+# is the world's watchdog's to report (FDC501, naming the rank).
+ENDED_KEY = "fd-conformance/rank-ended"
+POLL_S = 0.05  # how often a waiting rank looks whether a silent peer has ended (latency only)
 
 
 @runtime_checkable
@@ -51,6 +55,10 @@ class RankStore(Protocol):
 
     def wait_get(self, key: str, timeout: float) -> bytes | None:
         """The value once some rank set ``key``; None when nobody did within ``timeout`` seconds."""
+        ...
+
+    def has(self, key: str) -> bool:
+        """Whether some rank set ``key`` already (never waits)."""
         ...
 
 
@@ -82,33 +90,42 @@ def exchange_capture_plans(
     plan: Sequence[tuple[str, int]],
     *,
     key: str = PLAN_KEY,
-    timeout: float = DEFAULT_PLAN_TIMEOUT_S,
 ) -> tuple[dict[int, CapturePlan], list[Finding]]:
-    """Publish this rank's plan, then read every rank's; FDC603 for ranks absent after ``timeout``.
+    """Publish this rank's plan, then read every rank's; FDC603 for a rank that ended without one.
 
-    One shared deadline for all peers, so a missing rank costs ``timeout`` once, not per rank.
+    No deadline: a slow peer (a busy host, a long model build) is waited for, so the same ranks
+    give the same findings on any machine. Only a peer whose process has ended (``ENDED_KEY``)
+    without publishing is absent.
     """
     mine = tuple((str(owner), int(size)) for owner, size in plan)
     store.set(f"{key}/{rank}", encode_plan(mine))
     plans: dict[int, CapturePlan] = {rank: mine}
     findings: list[Finding] = []
-    deadline = time.monotonic() + timeout
     for peer in range(world_size):
-        if peer == rank:
-            continue
-        data = store.wait_get(f"{key}/{peer}", max(deadline - time.monotonic(), 0.01))
-        if data is None:
-            findings.append(
-                make_finding(
-                    "FDC603",
-                    f"rank {peer} of {world_size} published no capture plan within {timeout:g}s "
-                    f"(rank {rank} checked; capturing now would wait forever in its first collective)",
-                    Location(obj=f"tp rank {peer}"),
+        if peer != rank:
+            data = _plan_of(store, f"{key}/{peer}", f"{ENDED_KEY}/{peer}")
+            if data is None:
+                findings.append(
+                    make_finding(
+                        "FDC603",
+                        f"rank {peer} of {world_size} ended without publishing a capture plan "
+                        f"(rank {rank} checked; capturing now would wait forever in its first collective)",
+                        Location(obj=f"tp rank {peer}"),
+                    )
                 )
-            )
-        else:
-            plans[peer] = decode_plan(data)
+            else:
+                plans[peer] = decode_plan(data)
     return plans, findings
+
+
+def _plan_of(store: RankStore, plan_key: str, ended_key: str) -> bytes | None:
+    """The peer's plan once published; None once the peer has ended without one."""
+    while True:
+        data = store.wait_get(plan_key, POLL_S)
+        if data is not None:
+            return data
+        if store.has(ended_key):  # ended: its plan, if any, was set before the marker
+            return store.wait_get(plan_key, POLL_S) if store.has(plan_key) else None
 
 
 def check_capture_plans(plans: Mapping[int, CapturePlan]) -> list[Finding]:
@@ -150,14 +167,13 @@ def capture_in_agreed_order(
     world_size: int,
     *,
     key: str = PLAN_KEY,
-    timeout: float = DEFAULT_PLAN_TIMEOUT_S,
 ) -> list[Finding]:
     """Exchange plans, check them, and capture only when every rank agrees on a valid order.
 
     Every rank sees every plan, so every rank reports the same findings and every rank skips the
     capture together: no rank is left alone inside a collective.
     """
-    plans, findings = exchange_capture_plans(store, rank, world_size, runner.capture_plan(), key=key, timeout=timeout)
+    plans, findings = exchange_capture_plans(store, rank, world_size, runner.capture_plan(), key=key)
     findings += check_capture_plans(plans)
     if not findings:
         runner.capture_model()

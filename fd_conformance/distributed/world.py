@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fd_conformance.devices import visible_gpu_count
+from fd_conformance.distributed.capture_plan import ENDED_KEY
 from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding
 from fd_conformance.isolation import messages
@@ -233,6 +234,9 @@ class TorchRankStore:
             return None
         return bytes(self.store.get(key))
 
+    def has(self, key: str) -> bool:
+        return bool(self.store.check([key]))
+
 
 @dataclass
 class RankContext:
@@ -297,4 +301,7 @@ def _rank_entry(
     store = _join_world(rank, world_size, backend, device, store_path)
     ctx = RankContext(rank, world_size, backend, device, TorchRankStore(dist.PrefixStore(f"call-{call_id}/", store)))
     mark(f"rank {rank}/{world_size}: call {target}")
-    return resolve(target)(ctx, *args, **kwargs)
+    try:
+        return resolve(target)(ctx, *args, **kwargs)
+    finally:  # peers waiting for this rank's capture plan learn it will never come (capture_plan.ENDED_KEY)
+        ctx.store.set(f"{ENDED_KEY}/{rank}", b"1")
