@@ -59,8 +59,15 @@ class UsageError(Exception):
 # pytest plugin and the CLI share them and option handling imports nothing heavy.
 
 
-def validate_int(value: Any, source: str, *, minimum: int, example: int | None = None, why: str = "") -> int:
-    """An integer >= ``minimum`` (--fd-cycles, --cycles, -n, --jobs); ``why`` explains the minimum."""
+# Weight-update cycles a run may ask for (--cycles, --fd-cycles): a soak of 1000 cycles takes
+# minutes a case on CPU; a million (a typo) would only end in the watchdog, blamed on the model.
+MAX_CYCLES = 1000
+
+
+def validate_int(
+    value: Any, source: str, *, minimum: int, maximum: int | None = None, example: int | None = None, why: str = ""
+) -> int:
+    """An integer in [``minimum``, ``maximum``] (--fd-cycles, --cycles, -n, --jobs); ``why`` explains the minimum."""
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -69,6 +76,8 @@ def validate_int(value: Any, source: str, *, minimum: int, example: int | None =
         ) from None
     if number < minimum:
         raise UsageError(f"{source} {number} is below {minimum}", f"pass at least {minimum}" + (f" ({why})" if why else ""))
+    if maximum is not None and number > maximum:
+        raise UsageError(f"{source} {number} is above {maximum}", f"pass at most {maximum}")
     return number
 
 

@@ -136,3 +136,16 @@ def test_a_refused_run_leaves_no_file(model_dir: Path) -> None:
     proc = run_cli(model_dir, "--model", TINY, "--out", str(model_dir / "new" / "deeper"), "--", "--no-such-option")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert sorted(p.name for p in model_dir.iterdir()) == before
+
+
+def test_pytest_route_caps_cycles_as_run_does() -> None:
+    """c, the pytest route: --fd-cycles above errors.MAX_CYCLES is a one-line usage error naming the
+    option and the bound (it was accepted, and a correct model then 'hung', FDC501)."""
+    import pytest
+
+    from fd_conformance.errors import MAX_CYCLES
+    from fd_conformance.plugin import options
+
+    assert options.validate_cycles(str(MAX_CYCLES)) == MAX_CYCLES
+    with pytest.raises(pytest.UsageError, match=rf"--fd-cycles {MAX_CYCLES + 1} is above {MAX_CYCLES}; fix: pass at most"):
+        options.validate_cycles(str(MAX_CYCLES + 1))

@@ -55,6 +55,7 @@ from fd_conformance.errors import (
     EXIT_OK,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
+    MAX_CYCLES,
     UsageError,
     validate_directory,
     validate_int,
@@ -99,7 +100,6 @@ PYTEST_ARGS_HELP = (
 
 DEFAULT_OUT = "fd-conformance-report"
 MIN_CYCLES = 3  # plugin.MIN_CYCLES, without importing pytest here (a test keeps them equal)
-MAX_CYCLES = 1000  # a soak of 1000 cycles takes minutes a case on CPU; a million (a typo) would take weeks
 DEVICE_CHOICES = ("auto", "all", "cpu", "cuda")
 # pytest.ExitCode values, without importing pytest here: OK and TESTS_FAILED are the only exits
 # after which conformance.json holds a whole session; NO_TESTS_COLLECTED (e.g. `-- -k nomatch`)

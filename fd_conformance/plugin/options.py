@@ -18,7 +18,7 @@ from typing import ParamSpec, TypeVar
 import pytest
 
 from fd_conformance.devices import visible_gpu_count
-from fd_conformance.errors import UsageError, validate_choice, validate_directory, validate_int
+from fd_conformance.errors import MAX_CYCLES, UsageError, validate_choice, validate_directory, validate_int
 from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.option_ini import IniOption, resolve_all
 
@@ -39,7 +39,10 @@ FD_MODEL_HELP = (
     "fd_conformance.cases), mutants excluded."
 )
 FD_RUNTIME_HELP = "framework whose cases run: torch, paddle or auto (every installed one). Default: auto."
-FD_CYCLES_HELP = "weight-update cycles in the weight-cycle check (C4), at least 3 to show steady growth. Default: 5."
+FD_CYCLES_HELP = (
+    "weight-update cycles in the weight-cycle check (C4), at least 3 to show steady growth, at most 1000 "
+    "(its watchdog deadline grows with them). Default: 5."
+)
 FD_REPORT_HELP = "directory to write conformance.json and certificate.md into at the end of the session."
 FD_INCLUDE_MUTANTS_HELP = (
     "also run the installed mutants and expect their findings: a mutant's failing check counts as caught "
@@ -150,8 +153,10 @@ def validate_runtime(value: str) -> str:
 
 @raises_pytest_usage_error
 def validate_cycles(value: str) -> int:
-    """--fd-cycles: an integer >= MIN_CYCLES."""
-    return validate_int(value, FD_CYCLES, minimum=MIN_CYCLES, example=DEFAULT_CYCLES, why="steady growth needs two deltas")
+    """--fd-cycles: an integer from MIN_CYCLES to errors.MAX_CYCLES (as `run --cycles`)."""
+    return validate_int(
+        value, FD_CYCLES, minimum=MIN_CYCLES, maximum=MAX_CYCLES, example=DEFAULT_CYCLES, why="steady growth needs two deltas"
+    )
 
 
 @raises_pytest_usage_error
