@@ -149,3 +149,22 @@ def test_pytest_route_caps_cycles_as_run_does() -> None:
     assert options.validate_cycles(str(MAX_CYCLES)) == MAX_CYCLES
     with pytest.raises(pytest.UsageError, match=rf"--fd-cycles {MAX_CYCLES + 1} is above {MAX_CYCLES}; fix: pass at most"):
         options.validate_cycles(str(MAX_CYCLES + 1))
+
+
+def test_a_failure_outside_the_matrix_is_in_the_files_too(model_dir: Path) -> None:
+    """The pytest route, certifying a model beside a test of the user's own that fails: pytest exits
+    1, and conformance.json says 1 and names the failed test (it said 0 with every row certified);
+    the certificate does not say PASS."""
+    (model_dir / "test_users_own.py").write_text("def test_users_own_check():\n    assert 1 == 2\n")
+    out = model_dir / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "test_users_own.py", "-p", "no:cacheprovider",
+         f"--fd-model={TINY}", "--fd-device=cpu", f"--fd-report={out}", "-q"],
+        cwd=model_dir, capture_output=True, text=True, timeout=600, env={**os.environ, "FD_CONFORMANCE_GPU": "0"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    document = _document(out)
+    assert [c["verdict"] for c in document["cases"]] == ["certified"]  # type: ignore[index]
+    assert document["exit_code"] == 1
+    assert document["run"]["outside_failures"] == ["test_users_own.py::test_users_own_check"]  # type: ignore[index]
+    assert "PASS" not in (out / "certificate.md").read_text().split("\n\n")[0]

@@ -465,7 +465,9 @@ def judge_session(returncode: int, log: str, out: Path, quiet: bool = False, all
         return shard_cli.report_empty_shard(document, out, quiet=quiet)
     # pytest failing while the matrix passes: something outside the matrix failed (a fixture
     # error in a non-suite test, a plugin's own check), which the matrix alone would hide.
-    outside = returncode == PYTEST_TESTS_FAILED and document["exit_code"] == EXIT_OK
+    outside = returncode == PYTEST_TESTS_FAILED and (
+        document["exit_code"] == EXIT_OK or bool(document["run"].get("outside_failures"))
+    )
     code = report_run(document, out, outside_failures=outside, quiet=quiet, allow_empty=allow_empty)
     if outside:
         print(_log_tail(log), file=sys.stderr)

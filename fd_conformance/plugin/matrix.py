@@ -114,7 +114,15 @@ class ConformanceSession:
         if out:  # written even when empty: "nothing ran" must be visible to `fd-conformance run`
             # After the verdict: the files carry the session's exit status (certified nothing: 4).
             allow_empty = bool(self.config.getoption(FD_ALLOW_EMPTY))
-            report.write_reports(Path(out), self.results, self.expect_mutants, None, self.nothing_certified, allow_empty)
+            report.write_reports(
+                Path(out),
+                self.results,
+                self.expect_mutants,
+                None,
+                self.nothing_certified,
+                allow_empty,
+                sorted(self.outside_failures),
+            )
             shard = recorded_shard(self.config)
             if shard is not None:  # what `fd-conformance merge` checks the shards against
                 from fd_conformance.report.merge import stamp_shard

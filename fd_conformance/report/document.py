@@ -71,6 +71,7 @@ def build_document(
     interrupted: str | None = None,
     nothing_certified: str | None = None,
     allow_empty: bool = False,
+    outside_failures: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The conformance.json document (validated against schemas/conformance.schema.json).
     ``results`` may hold MISSING placeholders (planned checks without a result): they make rows
@@ -78,7 +79,8 @@ def build_document(
     says why the run ended early (e.g. "SIGTERM"). ``nothing_certified``: why a session whose
     results cannot show it certified nothing (every check deselected leaves no row), which makes
     it EXIT_NOTHING_CERTIFIED, the reason in ``run.reason``. ``allow_empty`` (--allow-empty): a
-    session that certified nothing is EXIT_OK, as its command exits."""
+    session that certified nothing is EXIT_OK, as its command exits. ``outside_failures``: node ids of
+    failed tests that are no conformance check (the session exits 1; so does the document)."""
     ran = [r for r in results if r.outcome not in NOT_RAN]
     not_run = [r.nodeid for r in results if r.outcome == MISSING]
     deselected = [r.nodeid for r in results if r.outcome == DESELECTED]
@@ -110,7 +112,16 @@ def build_document(
             }
         )
     status = "interrupted" if interrupted else ("incomplete" if not_run or deselected else "finished")
-    code = session_exit_code(results, expect_mutants, interrupted, nothing_certified, allow_empty)
+    code = session_exit_code(results, expect_mutants, interrupted, nothing_certified, allow_empty, outside_failures)
+    run: dict[str, Any] = {
+        "status": status,
+        "reason": interrupted or nothing_certified or "",
+        "not_run": not_run,
+        "deselected": deselected,
+    }
+    if outside_failures:
+        run["outside_failures"] = sorted(outside_failures)
+        run["reason"] = run["reason"] or f"{len(outside_failures)} test(s) outside the matrix failed"
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -118,7 +129,7 @@ def build_document(
         "expect_mutants": expect_mutants,
         "exit_code": code,
         "summary": {o: sum(1 for r in ran if r.outcome == o) for o in OUTCOMES},
-        "run": {"status": status, "reason": interrupted or nothing_certified or "", "not_run": not_run, "deselected": deselected},
+        "run": run,
         "cases": cases,
         "results": [r.to_dict() for r in ran],
     }
@@ -147,11 +158,12 @@ def write_reports(
     interrupted: str | None = None,
     nothing_certified: str | None = None,
     allow_empty: bool = False,
+    outside_failures: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Write conformance.json and certificate.md into ``out_dir`` (arguments: :func:`build_document`);
     returns the document."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    document = build_document(results, expect_mutants, interrupted, nothing_certified, allow_empty)
+    document = build_document(results, expect_mutants, interrupted, nothing_certified, allow_empty, outside_failures)
     (out_dir / JSON_NAME).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (out_dir / CERTIFICATE_NAME).write_text(format_certificate(document), encoding="utf-8")
     return document

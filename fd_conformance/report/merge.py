@@ -201,4 +201,5 @@ def merge_documents(shards: Sequence[ShardOutput], allow_empty: bool = False) ->
     nothing = None
     if not any(r.outcome != SKIPPED for r in results):
         nothing = nothing_ran_reason(results) if results else "no shard certified a case (the run selected none)"
-    return build_document(results, expect_mutants, interrupted, nothing, allow_empty)
+    outside = [nodeid for s in shards for nodeid in s.document.get("run", {}).get("outside_failures", [])]
+    return build_document(results, expect_mutants, interrupted, nothing, allow_empty, outside)

@@ -152,17 +152,21 @@ def session_exit_code(
     interrupted: str | None = None,
     nothing_certified: str | None = None,
     allow_empty: bool = False,
+    outside_failures: Sequence[str] = (),
 ) -> int:
     """The exit code a session's documents carry, equal to the one its command exits with:
     :func:`exit_code` of the results, EXIT_INCOMPLETE when the session was ``interrupted`` (even
     with every planned check done), EXIT_NOTHING_CERTIFIED when the caller knows it certified
     nothing (``nothing_certified``: every check deselected leaves no row to say so), and EXIT_OK
-    for a session that certified nothing when the user allowed that (``allow_empty``)."""
-    from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK
+    for a session that certified nothing when the user allowed that (``allow_empty``); a passing
+    verdict is EXIT_VIOLATIONS when tests outside the matrix failed (``outside_failures``), as pytest exits."""
+    from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK, EXIT_VIOLATIONS
 
     if interrupted:
         return EXIT_INCOMPLETE
     code = exit_code(results, expect_mutants)
+    if outside_failures and code == EXIT_OK:
+        return EXIT_VIOLATIONS
     if nothing_certified is not None and code == EXIT_OK and not any(r.outcome != SKIPPED for r in results):
         code = EXIT_NOTHING_CERTIFIED
     return EXIT_OK if allow_empty and code == EXIT_NOTHING_CERTIFIED else code
