@@ -57,6 +57,9 @@ def main() -> int:
         wall, cpu = time.perf_counter() - start, children_cpu() - cpu0
         tail = proc.stdout.strip().splitlines()[-1:] or ["(no output)"]
         print(f"exit {proc.returncode}: {tail[0]}")
+        for line in proc.stdout.splitlines():
+            if line.startswith(("FAILED ", "ERROR ")):
+                print(line[:300])
         load = os.getloadavg()
         print(f"wall {wall:.1f} s, cpu {cpu:.1f} s (user+sys, every process waited for), cores {os.cpu_count()}")
         print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (others' work shows here)")
