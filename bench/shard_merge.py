@@ -11,6 +11,7 @@ when any differs.
 
     python bench/shard_merge.py            # the whole comparison (minutes on a 2-core machine)
     python bench/shard_merge.py --quick    # 2 config mutants (no model build), 1/2/3/7 shards
+    python bench/shard_merge.py --device cuda --shards 2   # on one GPU: real graphs, 2 shards
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def fdc(args: list[str]) -> tuple[int, float]:
     return proc.returncode, time.perf_counter() - start
 
 
-def compare(label: str, run_args: list[str], work: Path) -> bool:
+def compare(label: str, run_args: list[str], work: Path, counts: tuple[int, ...] = SHARD_COUNTS) -> bool:
     base = work / f"{label}-unsharded"
     code, seconds = fdc(["run", "-q", *run_args, "--out", str(base)])
     unsharded = comparable(json.loads((base / "conformance.json").read_text()))
@@ -61,7 +62,7 @@ def compare(label: str, run_args: list[str], work: Path) -> bool:
     print("| shards | shard exits | shard seconds (sum) | merge exit | rows | tests | same verdicts, findings, outcomes |")
     print("|---|---|---|---|---|---|---|")
     same_everywhere = True
-    for count in SHARD_COUNTS:
+    for count in counts:
         dirs, codes, total = [], [], 0.0
         for index in range(1, count + 1):
             out = work / f"{label}-{count}-{index}"
@@ -86,6 +87,8 @@ def compare(label: str, run_args: list[str], work: Path) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="rows to certify (cuda: real graphs)")
+    parser.add_argument("--shards", type=int, nargs="+", default=list(SHARD_COUNTS), help="shard counts to compare")
     add_quick(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fd-shard-merge-") as tmp:
@@ -98,10 +101,11 @@ def main() -> int:
             ]
         else:
             sets = [
-                ("bundled", ["--include-mutants", "--device", "cpu"]),
-                ("outside", ["--device", "cpu", "--cycles", "3", "--model", f"{OUTSIDE / 'acme_lm.py'}:CASES"]),
+                ("bundled", ["--include-mutants", "--device", args.device]),
+                ("outside", ["--device", args.device, "--cycles", "3", "--model", f"{OUTSIDE / 'acme_lm.py'}:CASES"]),
             ]
-        same = all([compare(label, run_args, work) for label, run_args in sets])
+        counts = SHARD_COUNTS if args.quick else tuple(args.shards)
+        same = all([compare(label, run_args, work, counts) for label, run_args in sets])
     print("\nevery merge gave the unsharded verdicts" if same else "\nA MERGE DIFFERS from the unsharded run")
     return 0 if same else 1
 
