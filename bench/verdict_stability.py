@@ -38,16 +38,19 @@ OUTSIDE = ROOT / "tests" / "fixtures" / "outside_models"
 OUTSIDE_SPECS = [f"{OUTSIDE / name}:CASES" for name in ("acme_lm.py", "arena_lm.py", "sizes_lm.py", "descriptors_lm.py")]
 
 
-def _spin() -> None:
-    while True:
-        pass
+def _spin(parent: int) -> None:
+    """Spin until the bench that started it is gone (a burner must never outlive its bench: one
+    left behind loads every later measurement on the host)."""
+    while os.getppid() == parent:
+        for _ in range(1_000_000):
+            pass
 
 
 @contextmanager
 def burning(count: int) -> Iterator[None]:
     """``count`` processes spinning on the CPU for the length of the block."""
     context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_spin, daemon=True) for _ in range(count)]
+    procs = [context.Process(target=_spin, args=(os.getpid(),), daemon=True) for _ in range(count)]
     for proc in procs:
         proc.start()
     try:
