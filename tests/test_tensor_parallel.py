@@ -35,7 +35,7 @@ from fd_conformance.findings import RULES
 
 HERE = "test_tensor_parallel"
 CALL_TIMEOUT_S = 240.0  # first call pays torch + transformers import in both ranks on shared CPUs
-HANG_TIMEOUT_S = 6.0  # the hang scenario runs on warm ranks: model build + replay take < 2 s
+HANG_TIMEOUT_S = 6.0  # the hang scenario runs on warm ranks with their subjects built: one forward
 SIZES = (4, 3, 1)  # 3 pads to capture size 4: padding rows must not change the real rows
 
 needs_two_gpus = pytest.mark.skipif(
@@ -155,12 +155,26 @@ def rank_teardown(ctx: RankContext, mutant: bool) -> dict[str, Any]:
     }
 
 
-def rank_skips_collective(ctx: RankContext, skipping_rank: int) -> str:
-    """Rank ``skipping_rank`` skips the forward; its peer waits forever in the first TP all-reduce."""
+_BUILT: dict[str, Any] = {}  # per rank process: the subject rank_build_subject made, for the next call
+
+
+def rank_build_subject(ctx: RankContext) -> str:
+    """Build the TP subject on every rank (its group creation is collective) and keep it for the
+    next call, so the hang scenario's own deadline times no model build: on a loaded host a build
+    slower than that deadline made the skipping rank a second 'hang'."""
     from fd_reference_models.torch_models.tensor_parallel import tp_glm4_moe_mtp_subject
 
     rt = ctx.runtime()
-    subject = tp_glm4_moe_mtp_subject(rt, tp_rank=ctx.rank, tp_size=ctx.world_size, with_draft=False)
+    _BUILT["subject"], _BUILT["runtime"] = (
+        tp_glm4_moe_mtp_subject(rt, tp_rank=ctx.rank, tp_size=ctx.world_size, with_draft=False),
+        rt,
+    )
+    return "built"
+
+
+def rank_skips_collective(ctx: RankContext, skipping_rank: int) -> str:
+    """Rank ``skipping_rank`` skips the forward; its peer waits forever in the first TP all-reduce."""
+    subject, rt = _BUILT.pop("subject"), _BUILT.pop("runtime")
     if ctx.rank == skipping_rank:
         return "skipped the forward"
     subject.eager_forward(subject.make_inputs(2))  # gloo: blocks in the attention o_proj all-reduce
@@ -305,6 +319,7 @@ def test_group_shutdown_under_live_graph_caught_on_every_rank(cpu_world: Distrib
 
 def test_hung_rank_reported_with_rank_and_frame_and_session_goes_on(cpu_world: DistributedWorld) -> None:
     _passed(cpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S))  # ranks warm: imports paid
+    _passed(cpu_world.run(f"{HERE}:rank_build_subject", timeout=CALL_TIMEOUT_S))  # built outside the hang's deadline
     incarnation = cpu_world.incarnations
     started = time.monotonic()
     outcome = cpu_world.run(f"{HERE}:rank_skips_collective", 1, timeout=HANG_TIMEOUT_S)
@@ -444,6 +459,7 @@ def test_gpu_fixed_teardown_clean_on_every_rank(gpu_world: DistributedWorld) -> 
 @needs_two_gpus
 def test_gpu_hung_rank_reported_and_session_goes_on(gpu_world: DistributedWorld) -> None:
     _passed(gpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S))
+    _passed(gpu_world.run(f"{HERE}:rank_build_subject", timeout=CALL_TIMEOUT_S))
     outcome = gpu_world.run(f"{HERE}:rank_skips_collective", 1, timeout=20)
     (hung,) = outcome.by_outcome("hang")
     assert hung.rank == 0 and hung.finding is not None and "[rank 0/2]" in hung.finding.message
