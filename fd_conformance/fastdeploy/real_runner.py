@@ -8,7 +8,7 @@ The runner table asks whether the runner clears in the right order over models t
 this one asks whether it does over the models FastDeploy ships: the body calls the wrapper's own
 clear (either spelling, whatever the branch's runner spells), which must reach every graph of
 every backend. Graphs are recorded where the wrappers table records them (FastDeploy's own
-piecewise backend, a :class:`~.wrappers_bridge.RecordedGraph` in each entry), each capturing the
+piecewise backend, a :class:`~.recorded_graphs.RecordedGraph` in each entry), each capturing the
 model's parameters and the TP group, so the verdicts are the runner table's codes:
 
 * FDC201/FDC202/FDC203/FDC204 from the lifecycle recorder, as in the runner table;
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency
+from fd_conformance.fastdeploy.recorded_graphs import RecordedGraph, backends_of, graph_entries, record_graph
 from fd_conformance.fastdeploy.runner_bridge import (
     RUNNER_CLASS,
     RUNNER_MODULE,
@@ -45,16 +46,8 @@ from fd_conformance.fastdeploy.runner_bridge import (
     run_combo,
     runner_class,
 )
-from fd_conformance.fastdeploy.wrappers_bridge import (
-    RecordedGraph,
-    WrapperBuilder,
-    backends_of,
-    clear_method,
-    describe,
-    graph_entries,
-    record_graph,
-    uncallable_clear,
-)
+from fd_conformance.fastdeploy.wrapper_build import WrapperBuilder
+from fd_conformance.fastdeploy.wrappers_bridge import clear_method, describe, uncallable_clear
 from fd_conformance.findings import Finding, make_finding
 from fd_conformance.runtime.base import BufferRef, EventBus, EventKind
 from fd_conformance.spelling import CANONICAL, LEGACY
