@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from fd_conformance.codes.index import detected_in
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Finding, Location, make_finding
 
@@ -265,14 +266,9 @@ def check_fdc405_tp_divisible(v: GraphOptView, loc: Location) -> list[Finding]:
     ]
 
 
-CONFIG_CHECKS: dict[str, RuleFn] = {
-    "FDC401": check_fdc401_cpu_cache_prefill_graphs,
-    "FDC402": check_fdc402_capture_size_shape,
-    "FDC406": check_fdc406_unused_capture_size_shape,
-    "FDC403": check_fdc403_speculative_step,
-    "FDC404": check_fdc404_rl_dynamic_graph,
-    "FDC405": check_fdc405_tp_divisible,
-}
+#: Code -> its check, read from the registry (each FDC4xx entry names its ``check_fdc4NN_*`` here),
+#: run in registry order (fd_conformance/codes/fdc4xx.py puts FDC406 right after FDC402).
+CONFIG_CHECKS: dict[str, RuleFn] = {code: globals()[name] for code, (name,) in detected_in(__name__).items()}
 
 
 def check_config(cfg: object, *, where: str | None = None) -> list[Finding]:

@@ -40,7 +40,10 @@ class Rule:
     ``module.Class.method``); ``hint``: the fix every finding of the code carries, a
     :meth:`str.format` template whose ``{fields}`` the emitting site fills; ``trips``: fixtures or
     mutants that must raise it (a model case name, or a repository path with an optional
-    ``::Name`` inside it); ``clean``: their correct twins, which must not.
+    ``::Name`` inside it); ``clean``: their correct twins, which must not; ``emitted_by``: the
+    modules, besides the detectors' own, whose code names this code (they relay or re-judge its
+    findings, or act on them): with the detectors, every module allowed to use the code
+    (:func:`fd_conformance.codes.index.emitting_modules`; a test refuses any other).
     """
 
     code: str
@@ -51,6 +54,7 @@ class Rule:
     trips: tuple[str, ...]
     doc: Doc
     clean: tuple[str, ...] = ()
+    emitted_by: tuple[str, ...] = ()
 
     @property
     def hint_fields(self) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from fd_conformance.codes.entry import Doc, Rule, Severity
 E, W = Severity.ERROR, Severity.WARNING
 _CHECKS = "fd_conformance.protocol.checks"  # one check_fdc00N_* per code, run in checks.CHECKS order
 _FIXTURES = "tests/fixtures/protocol"
+_ALIAS = "fd_conformance.protocol.alias"  # install_legacy_alias refuses FDC001/003/006 classes
 
 ENTRIES = (
     Rule(
@@ -31,6 +32,12 @@ ENTRIES = (
             "    def clear_graph_opt_backend(self) -> None:\n        self.model.clear_graph_opt_backend()",
         ),
         clean=("torch-qwen3-vl", f"{_FIXTURES}/fdc001_good.py", "tests/fixtures/lint/rules/fdc001_good.py"),
+        emitted_by=(
+            _ALIAS,  # refuses to alias a class without a clear, with this code's hint
+            "fd_conformance.suite._support",  # skips a lifecycle check the protocol check reports
+            "fd_conformance.fastdeploy.wrappers_bridge",  # a real FastDeploy wrapper judged by class
+            "fd_conformance.fastdeploy.real_runner",  # the real runner's call to a missing clear
+        ),
     ),
     Rule(
         "FDC002",
@@ -49,6 +56,7 @@ ENTRIES = (
             "clear_grpah_opt_backend = clear_graph_opt_backend  # only while old callers remain",
         ),
         clean=("torch-glm4-moe", f"{_FIXTURES}/fdc002_good.py", "tests/fixtures/lint/rules/fdc002_good.py"),
+        emitted_by=("fd_conformance.lint.fix",),  # --fix leaves a line whose noqa names this code
     ),
     Rule(
         "FDC003",
@@ -68,6 +76,7 @@ ENTRIES = (
             "    self.mtp.clear_graph_opt_backend()\n\nclear_grpah_opt_backend = clear_graph_opt_backend",
         ),
         clean=(f"{_FIXTURES}/fdc003_good.py",),
+        emitted_by=(_ALIAS,),
     ),
     Rule(
         "FDC004",
@@ -101,6 +110,7 @@ ENTRIES = (
             good="def clear_graph_opt_backend(self):\n    self.model.clear_graph_opt_backend(fd_config=self.fd_config)",
         ),
         clean=(f"{_FIXTURES}/fdc005_good.py",),
+        emitted_by=("fd_conformance.fastdeploy.wrappers_bridge",),  # a real FastDeploy wrapper judged by class
     ),
     Rule(
         "FDC006",
@@ -119,5 +129,6 @@ ENTRIES = (
             "        self.model.clear_graph_opt_backend()",
         ),
         clean=(f"{_FIXTURES}/fdc006_good.py",),
+        emitted_by=(_ALIAS,),
     ),
 )

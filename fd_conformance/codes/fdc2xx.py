@@ -6,6 +6,7 @@ from fd_conformance.codes.entry import Doc, Rule, Severity
 
 E, W = Severity.ERROR, Severity.WARNING
 _RECORDER = "fd_conformance.lifecycle.LifecycleRecorder"
+_SUPPORT = "fd_conformance.suite._support"
 _REFERENCE = "torch-glm4-moe-mtp"  # the correct MTP model every FDC2xx mutant is a variant of
 
 _RUNNER_CLEAR_FIRST = (
@@ -39,6 +40,7 @@ ENTRIES = (
             good=_RUNNER_CLEAR_FIRST,
         ),
         clean=(_REFERENCE,),
+        emitted_by=(_SUPPORT,),  # teardown_findings relays the recorder's finding
     ),
     Rule(
         "FDC202",
@@ -57,6 +59,7 @@ ENTRIES = (
             "    paddle.distributed.shutdown_process_group(self.tp_group)",
         ),
         clean=(_REFERENCE,),
+        emitted_by=(_SUPPORT,),  # teardown_findings relays the recorder's finding
     ),
     Rule(
         "FDC203",
@@ -65,8 +68,8 @@ ENTRIES = (
         (
             f"{_RECORDER}.check_cleared",
             f"{_RECORDER}._check_clear_mark",
-            "fd_conformance.suite._support.add_alive_graph_findings",
-            "fd_conformance.suite._support.teardown_findings",
+            f"{_SUPPORT}.add_alive_graph_findings",
+            f"{_SUPPORT}.teardown_findings",
         ),
         "reset every graph (main and draft) in clear_graph_opt_backend() whatever the graph flags say now, and have "
         "the runner's clear_parameters() call every wrapper's clear (and reset the graphs it holds itself) before "
@@ -84,6 +87,7 @@ ENTRIES = (
             "        graph.reset()\n    self.graphs.clear()",
         ),
         clean=(_REFERENCE,),
+        emitted_by=("fd_conformance.suite.test_clear",),  # the clear check relays the recorder's finding
     ),
     Rule(
         "FDC204",
@@ -101,6 +105,10 @@ ENTRIES = (
             "    self.capture_model()",
         ),
         clean=(_REFERENCE,),
+        emitted_by=(  # relay the recorder's finding: the weight-cycle check, the FastDeploy runner bridge
+            "fd_conformance.suite.test_weight_cycle",
+            "fd_conformance.fastdeploy.runner_bridge",
+        ),
     ),
     Rule(
         "FDC205",

@@ -61,6 +61,11 @@ ENTRIES = (
             good="def clear_graph_opt_backend(self):\n    if self.backend is not None:\n        self.backend.clear()",
         ),
         clean=_REFERENCE,
+        emitted_by=(  # a real FastDeploy wrapper's or runner's clear that raised, and its table
+            "fd_conformance.fastdeploy.wrappers_bridge",
+            "fd_conformance.fastdeploy.real_runner",
+            "fd_conformance.cli.fastdeploy",
+        ),
     ),
     Rule(
         "FDC304",
@@ -101,7 +106,13 @@ ENTRIES = (
         "FDC306",
         E,
         "a declared capture size has no graph of its own (main or draft): padded into a larger one, or none",
-        (f"{_SUITE}.test_capture_replay.test_capture_replay", f"{_SUITE}._support.capture_size_findings"),
+        (
+            f"{_SUITE}.test_capture_replay.test_capture_replay",
+            f"{_SUITE}._sizes.capture_size_findings",
+            f"{_SUITE}._sizes.no_graph_findings",  # a model with a graph flag on and no graph at all
+            f"{_SUITE}.test_teardown_order.require_graphs_for_flags",
+            f"{_SUITE}.test_clear.capture_to_clear",
+        ),
         "capture a graph for size {size} in capture_model() (or lazily on first use), or declare only the sizes the "
         "engine captures (the case's {field})",
         ("mutant-uncaptured-size",),

@@ -11,7 +11,7 @@ _SIZE_HINT = (
     "post-process {name} to sorted(set(s for s in sizes if s > 0), reverse=True) and keep at least one size while graphs are on"
 )
 
-ENTRIES = (
+ENTRIES = (  # in the order check_config() runs them: FDC406 judges the lists FDC402 leaves (not in use)
     Rule(
         "FDC401",
         E,
@@ -46,6 +46,22 @@ ENTRIES = (
             "that fits; duplicates capture twice, ascending order misplaces buffers, an empty list captures nothing.",
             bad="cfg.graph_opt_config.cudagraph_capture_sizes = user_sizes  # [1, 4, 2, 4]",
             good="cfg.graph_opt_config.cudagraph_capture_sizes = sorted(set(s for s in user_sizes if s > 0), reverse=True)",
+        ),
+        clean=_CLEAN,
+    ),
+    Rule(
+        "FDC406",
+        W,
+        "capture sizes malformed (as FDC402) in a list not in use: its graphs are off",
+        (f"{_CHECK}406_unused_capture_size_shape",),
+        _SIZE_HINT,
+        ("cfg-mutant-duplicating-unused-prefill-max",),
+        Doc(
+            what="A malformed capture-size list (as FDC402) that nothing captures now because its graphs are off.",
+            why="It breaks nothing today, but a flag flipped later captures it as is (FastDeploy's default prefill "
+            "list holds its max size twice while prefill graphs are off).",
+            bad="cfg.graph_opt_config.cudagraph_capture_sizes_prefill = [max_len, max_len, 1]",
+            good="cfg.graph_opt_config.cudagraph_capture_sizes_prefill = sorted({max_len, 1}, reverse=True)",
         ),
         clean=_CLEAN,
     ),
@@ -98,22 +114,6 @@ ENTRIES = (
             bad="cfg.graph_opt_config.cudagraph_capture_sizes = [6, 3, 1]  # tensor_parallel_size = 2",
             good="tp = cfg.parallel_config.tensor_parallel_size\n"
             "cfg.graph_opt_config.cudagraph_capture_sizes = [s for s in sizes if s % tp == 0]",
-        ),
-        clean=_CLEAN,
-    ),
-    Rule(
-        "FDC406",
-        W,
-        "capture sizes malformed (as FDC402) in a list not in use: its graphs are off",
-        (f"{_CHECK}406_unused_capture_size_shape",),
-        _SIZE_HINT,
-        ("cfg-mutant-duplicating-unused-prefill-max",),
-        Doc(
-            what="A malformed capture-size list (as FDC402) that nothing captures now because its graphs are off.",
-            why="It breaks nothing today, but a flag flipped later captures it as is (FastDeploy's default prefill "
-            "list holds its max size twice while prefill graphs are off).",
-            bad="cfg.graph_opt_config.cudagraph_capture_sizes_prefill = [max_len, max_len, 1]",
-            good="cfg.graph_opt_config.cudagraph_capture_sizes_prefill = sorted({max_len, 1}, reverse=True)",
         ),
         clean=_CLEAN,
     ),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from fd_conformance.codes.index import detected_in
 from fd_conformance.errors import UsageError
 from fd_conformance.findings import Severity
 from fd_conformance.spelling import SPELLINGS
@@ -26,8 +27,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 CLEAR_SPELLINGS = SPELLINGS  # (canonical, legacy): always graph-clear calls, whatever the config says
 
-#: The codes the linter raises; severity overrides may only name these.
-LINT_CODES = ("FDC001", "FDC002", "FDC004", "FDC100", "FDC101", "FDC102")
+#: The codes the linter raises, read from the registry (a code with a detector in lint/rules.py);
+#: severity overrides may only name these.
+LINT_CODES = tuple(detected_in("fd_conformance.lint.rules"))
 
 TABLE = ("tool", "fd-conformance", "lint")
 
