@@ -20,6 +20,15 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULTS = LintConfig()
 
 
+REACHABILITY = FIXTURES / "reachability"
+
+
+# An engine the kit never saw: draft at self.spec_worker.net, main switch enable_graphs, the
+# draft's spec_graphs. "*graphs" as the main pattern also matches spec_graphs: a draft flag never
+# counts as the main one. The reachability fixtures are linted with it.
+SPEC_ENGINE = LintConfig(draft_receivers=("spec_worker",), main_flags=("*graphs",), draft_flags=("spec_graphs",))
+
+
 # The FastDeploy-shaped fixture: files the defect and its fix share live once in fastdeploy_common/;
 # each variant holds only what differs and is linted together with the common tree.
 FASTDEPLOY_COMMON = FIXTURES / "fastdeploy_common"

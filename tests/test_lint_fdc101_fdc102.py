@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from _lint_helpers import FIXTURES, REPO, codes_at
+from _lint_helpers import REACHABILITY, REPO, SPEC_ENGINE, codes_at
 
 from fd_conformance.lint import CANONICAL, LintConfig, lint_paths, load_config
 
@@ -48,15 +48,6 @@ def test_fdc102_message_shows_the_call_as_written(tmp_path: Path) -> None:
     assert len(messages) == 2
     assert "(clear_graphs_of(self.draft))" in messages[0]
     assert f"(self.proposer.model.{CANONICAL}())" in messages[1]
-
-
-# An engine the kit never saw: draft at self.spec_worker.net, main switch enable_graphs, the
-# draft's spec_graphs. "*graphs" as the main pattern also matches spec_graphs: a draft flag never
-# counts as the main one.
-REACHABILITY = FIXTURES / "reachability"
-
-
-SPEC_ENGINE = LintConfig(draft_receivers=("spec_worker",), main_flags=("*graphs",), draft_flags=("spec_graphs",))
 
 
 def test_fdc102_flags_draft_clears_reachable_only_under_the_main_flag() -> None:

@@ -1,42 +1,38 @@
 """The linter's rule contract: every lint code has a function named in the registry, fires on its
-bad fixture (tests/fixtures/lint/rules/) and stays quiet on its good twin; suppression needs the code."""
+bad fixture and stays quiet on its good twin (both read from the registry, no list here);
+suppression needs the code."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from _lint_helpers import REPO, RULES_DIR, codes_at
+from _lint_helpers import REPO, codes_at
 
 from fd_conformance.findings import RULES
 from fd_conformance.lint import LINT_CODES, lint_paths
 
 
-@pytest.mark.parametrize(
-    ("code", "expected_lines"),
-    [
-        ("FDC001", [11, 15, 20, 24]),
-        ("FDC002", [2, 3]),
-        ("FDC004", [2, 6]),
-        ("FDC100", [1]),
-        ("FDC101", [4, 10, 15]),
-        ("FDC102", [6, 13]),
-    ],
-)
-def test_rule_fires_on_its_mutant(code: str, expected_lines: list[int]) -> None:
-    found = codes_at(RULES_DIR / f"{code.lower()}_bad.py")
-    assert sorted(line for c, line in found if c == code) == expected_lines
+def _lint_fixtures(refs: tuple[str, ...]) -> list[str]:
+    return [ref for ref in refs if ref.startswith("tests/fixtures/lint/")]
 
 
-@pytest.mark.parametrize("code", ["FDC001", "FDC002", "FDC004", "FDC101", "FDC102"])
-def test_rule_quiet_on_good_twin(code: str) -> None:
-    assert codes_at(RULES_DIR / f"{code.lower()}_good.py") == []
+#: (code, fixture) for every lint code's tripping fixture and for its clean twin, read from the registry.
+BAD = [(code, ref) for code in LINT_CODES for ref in _lint_fixtures(RULES[code].trips)]
+GOOD = [(code, ref) for code in LINT_CODES for ref in _lint_fixtures(RULES[code].clean)]
 
 
-def test_every_lint_code_is_registered_and_proven_by_a_fixture() -> None:
-    for code in LINT_CODES:
-        assert RULES[code].where.find("lint") >= 0
-        assert (RULES_DIR / f"{code.lower()}_bad.py").is_file()
+# That each bad fixture raises its code is tests/test_codes.py's; at which lines and columns, with
+# which message and fix: its snapshot (tests/test_lint_snapshots.py).
+@pytest.mark.parametrize(("code", "fixture"), GOOD)
+def test_rule_quiet_on_good_twin(code: str, fixture: str) -> None:
+    """Quiet for every code, not only its own (tests/test_codes.py asks for its own)."""
+    assert codes_at(REPO / fixture) == []
+
+
+def test_every_lint_code_is_proven_by_a_fixture_and_its_twin() -> None:
+    assert sorted({code for code, _ in BAD}) == sorted(LINT_CODES) == sorted({code for code, _ in GOOD})
+    assert all((REPO / ref).is_file() for _, ref in BAD + GOOD)
 
 
 def test_registry_names_each_lint_rule_function() -> None:

@@ -4,7 +4,9 @@ that raises it): :mod:`.fdc0xx` protocol, :mod:`.fdc1xx` lint, :mod:`.fdc2xx` li
 
 To add a code, copy one entry of its family: the detecting function (dotted name), the fix hint
 (the only text a finding of that code carries as its fix), a fixture or mutant that trips it and
-its clean twin, and the doc. ``tests/test_codes.py`` refuses an entry missing any of them.
+its clean twin, and the doc. ``tests/test_codes.py`` refuses an entry missing any of them. The
+entries drive dispatch (:mod:`.index`: the lint codes, the config checks); a module besides the
+detectors' that names the code goes in ``emitted_by`` (``tests/test_code_emitters.py``).
 """
 
 from __future__ import annotations
