@@ -8,6 +8,7 @@ fail when a part is missing, names something that does not exist, or does not do
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import re
@@ -60,15 +61,30 @@ def _case_codes() -> dict[str, frozenset[str]]:
     return {case.name: case.expected_findings for case in cases.all_cases()}
 
 
+def _missing_parts(rule: Rule) -> list[str]:
+    """What ``rule`` lacks of its four parts (empty when whole)."""
+    missing = [] if rule.detectors else ["no detector"]
+    missing += [] if rule.hint.strip() else ["no fix hint"]
+    missing += [] if rule.trips and rule.clean else ["needs a fixture or mutant that trips it and a clean twin"]
+    missing += [f"doc has no {part!r}" for part in ("what", "why", "bad", "good") if not getattr(rule.doc, part).strip()]
+    return missing + (["doc's bad and good examples are the same"] if rule.doc.bad == rule.doc.good else [])
+
+
+def _missing_files(rule: Rule) -> list[str]:
+    """The fixture paths (``file`` or ``file::Name``) ``rule`` names that do not exist."""
+    missing = []
+    for ref in (r for r in (*rule.trips, *rule.clean) if _is_path(r)):
+        file, _, name = ref.partition("::")
+        if not (REPO / file).is_file():
+            missing.append(f"{file} does not exist")
+        elif name and name not in _top_level_names(REPO / file):
+            missing.append(f"{file} defines no {name}")
+    return missing
+
+
 @pytest.mark.parametrize("code", CODES)
 def test_every_code_has_its_four_parts(code: str) -> None:
-    rule = RULES[code]
-    assert rule.detectors, f"{code}: no detector"
-    assert rule.hint.strip(), f"{code}: no fix hint"
-    assert rule.trips and rule.clean, f"{code}: needs a fixture or mutant that trips it and a clean twin"
-    for part in ("what", "why", "bad", "good"):
-        assert getattr(rule.doc, part).strip(), f"{code}: doc has no {part!r}"
-    assert rule.doc.bad != rule.doc.good, code
+    assert _missing_parts(RULES[code]) == [], code
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -81,12 +97,10 @@ def test_detectors_exist_and_are_functions(code: str) -> None:
 @pytest.mark.parametrize("code", CODES)
 def test_named_fixtures_and_mutants_exist(code: str) -> None:
     rule = RULES[code]
+    assert _missing_files(rule) == [], code
     cases: dict[str, frozenset[str]] | None = None
     for ref, must_raise in [*((t, True) for t in rule.trips), *((c, False) for c in rule.clean)]:
         if _is_path(ref):
-            file, _, name = ref.partition("::")
-            assert (REPO / file).is_file(), f"{code}: {file} does not exist"
-            assert not name or name in _top_level_names(REPO / file), f"{code}: {file} defines no {name}"
             continue
         if cases is None:
             pytest.importorskip("torch")
@@ -97,11 +111,23 @@ def test_named_fixtures_and_mutants_exist(code: str) -> None:
 
 
 def test_a_missing_part_or_fixture_is_refused() -> None:
-    """The checks above can fail: a rule without trips, and one naming a missing file."""
-    empty = Rule(**{**vars(RULES["FDC101"]), "trips": ()})
-    with pytest.raises(AssertionError):
-        assert empty.trips and empty.clean
-    assert not (REPO / "tests/fixtures/lint/rules/fdc101_nope.py").is_file()
+    """The checks above can fail: the same helpers they use find each hole in a broken entry."""
+    whole = RULES["FDC101"]
+    assert _missing_parts(whole) == [] and _missing_files(whole) == []
+    doc = dataclasses.replace(whole.doc, why=" ", good=whole.doc.bad)
+    broken = dataclasses.replace(whole, detectors=(), hint="", trips=(), doc=doc)
+    assert _missing_parts(broken) == [
+        "no detector",
+        "no fix hint",
+        "needs a fixture or mutant that trips it and a clean twin",
+        "doc has no 'why'",
+        "doc's bad and good examples are the same",
+    ]
+    nowhere = dataclasses.replace(whole, trips=("tests/fixtures/lint/rules/fdc101_nope.py", "tests/_helpers.py::Nope"))
+    assert _missing_files(nowhere) == [
+        "tests/fixtures/lint/rules/fdc101_nope.py does not exist",
+        "tests/_helpers.py defines no Nope",
+    ]
 
 
 # --------------------------------------------------------------------------- fixtures do what they say
