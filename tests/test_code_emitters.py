@@ -77,7 +77,8 @@ def test_declared_emitters_exist_and_use_their_code(code: str) -> None:
     """A declaration is not stale: each ``emitted_by`` module exists and names the code."""
     uses = _package_uses()
     for module in RULES[code].emitted_by:
-        assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{code}: no module {module}"
+        path = REPO.joinpath(*module.split("."))
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"{code}: no module {module}"
         assert code in uses.get(module, set()), f"{code}: {module} no longer names it; drop it from emitted_by"
 
 
