@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # xml.etree is imported where a junit.xml is written: cli/run.py imports this module for
 # SUITE_NAME in every `fd-conformance` command, and only an interrupted run writes one here.
 
-SUITE_NAME = "fd-conformance"  # the run's --override-ini=junit_suite_name (cli.run.JUNIT_SUITE)
+SUITE_NAME = "fd-conformance"  # the run's --override-ini=junit_suite_name (cli.pytest_command.JUNIT_SUITE)
 SESSION_CASE = "session"  # the case that carries the interruption
 
 
