@@ -8,6 +8,7 @@ environment (torch hidden, compiled ops stood in for); :mod:`.config_bridge` (C6
 stand-ins), :mod:`.wrappers_bridge` (every registered wrapper built on CPU, its own clear called:
 :mod:`.wrapper_build` builds it from :mod:`.tiny_config`, :mod:`.recorded_graphs` plants its graphs),
 :mod:`.real_runner` (the runner body over those real wrappers and their MTP drafts), :mod:`.history`
-(``--history``/``--bisect``); :mod:`fd_conformance.cli.fastdeploy` prints the five tables. Nothing
+(``--history``/``--bisect``); :mod:`fd_conformance.cli.fastdeploy` runs the five tables
+(:mod:`fd_conformance.cli.fastdeploy_tables` prints them). Nothing
 here imports paddle or fastdeploy at module import time: ``fd-conformance --help`` must stay framework-free.
 """
