@@ -196,7 +196,7 @@ def to_json(reports: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any
 
 
 def run(args: argparse.Namespace) -> int:
-    from fd_conformance.fastdeploy.checkout import MissingDependency
+    from fd_conformance.fastdeploy.stand_ins import MissingDependency
 
     try:
         if args.history is not None:

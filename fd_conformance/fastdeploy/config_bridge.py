@@ -31,7 +31,8 @@ from fd_conformance.config_rules import (
     assert_postprocessor_preserves_invariants,
     find_config_warnings,
 )
-from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
+from fd_conformance.fastdeploy.checkout import Checkout, import_module
+from fd_conformance.fastdeploy.stand_ins import MissingDependency
 from fd_conformance.findings import RULES
 
 CONFIG_MODULE = "fastdeploy.config"

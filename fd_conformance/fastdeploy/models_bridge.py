@@ -19,7 +19,8 @@ import types
 import warnings
 from dataclasses import dataclass, field
 
-from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
+from fd_conformance.fastdeploy.checkout import Checkout, import_module
+from fd_conformance.fastdeploy.stand_ins import MissingDependency
 from fd_conformance.findings import Finding
 from fd_conformance.protocol import check_protocol
 

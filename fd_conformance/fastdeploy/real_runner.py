@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency
+from fd_conformance.fastdeploy.checkout import Checkout
 from fd_conformance.fastdeploy.recorded_graphs import RecordedGraph, backends_of, graph_entries, record_graph
 from fd_conformance.fastdeploy.runner_bridge import (
     RUNNER_CLASS,
@@ -46,6 +46,7 @@ from fd_conformance.fastdeploy.runner_bridge import (
     run_combo,
     runner_class,
 )
+from fd_conformance.fastdeploy.stand_ins import MissingDependency
 from fd_conformance.fastdeploy.wrapper_build import WrapperBuilder
 from fd_conformance.fastdeploy.wrappers_bridge import clear_method, describe, uncallable_clear
 from fd_conformance.findings import Finding, make_finding

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from fd_conformance.fastdeploy.checkout import Checkout, MissingDependency, import_module
+from fd_conformance.fastdeploy.checkout import Checkout, import_module
+from fd_conformance.fastdeploy.stand_ins import MissingDependency
 from fd_conformance.findings import Finding
 from fd_conformance.lifecycle import LifecycleRecorder
 from fd_conformance.runtime.base import BufferRef, EventBus, EventKind

@@ -36,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fd_conformance.fastdeploy.checkout import Checkout, CompiledOpCalled, MissingDependency
+from fd_conformance.fastdeploy.checkout import Checkout
 from fd_conformance.fastdeploy.recorded_graphs import Recording, backends_of
+from fd_conformance.fastdeploy.stand_ins import CompiledOpCalled, MissingDependency
 from fd_conformance.fastdeploy.tiny_config import (  # noqa: F401 - re-exported: tests read the tiny config here
     FAMILY_FIELDS,
     TINY_FIELDS,
