@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fd_conformance import report
+from fd_conformance.matrix_keys.check_record import CheckRecord
 from fd_conformance.report import CheckResult
 
 FINDING = {
@@ -209,13 +210,19 @@ def test_isolation_records_rebuild_the_matrix(tmp_path: Path) -> None:
 
 def test_last_record_of_a_test_wins() -> None:
     base = {"nodeid": "a::t[c-cpu]", "case": "c", "check": "t", "findings": [], "duration": 0.0, "details": ""}
-    results = report.results_from_records([dict(base, outcome="failed"), dict(base, outcome="passed")])
+    results = report.results_from_lines([dict(base, outcome="failed"), dict(base, outcome="passed")])
     assert [r.outcome for r in results] == ["passed"]
 
 
 def test_unknown_outcome_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown outcome 'weird'"):
         CheckResult.from_dict({"nodeid": "n", "case": "c", "device": "cpu", "check": "x", "outcome": "weird"})
+    with pytest.raises(ValueError, match="unknown outcome 'xfailed'"):  # a line logs a caught mutant as a skip
+        CheckRecord.from_line({"nodeid": "n", "outcome": "xfailed"})
+
+
+def _from_line(line: dict[str, object]) -> CheckResult:
+    return report.result_of(CheckRecord.from_line(line))
 
 
 def _record(case: str, check: str, outcome: str, findings: list[str], details: str = "") -> dict[str, object]:
@@ -227,17 +234,17 @@ def _record(case: str, check: str, outcome: str, findings: list[str], details: s
 def test_isolation_records_keep_warnings_as_warnings_and_caught_mutants_as_caught() -> None:
     """Isolation logs bare codes and a caught mutant (the plugin's wasxfail skip) as "skipped":
     the registry decides severity, and a skip carrying error codes is the caught xfail."""
-    warned = CheckResult.from_dict(_record("legacy", "protocol", "passed", ["FDC002"]))
+    warned = _from_line(_record("legacy", "protocol", "passed", ["FDC002"]))
     assert (warned.codes, warned.warnings) == ([], ["FDC002"])
     assert report.cell([warned]) == "PASS (warn FDC002)"
-    caught = CheckResult.from_dict(
+    caught = _from_line(
         _record("m", "teardown_order", "skipped", ["FDC201", "FDC002"], "teardown_order: 1 contract violation(s)")
     )
     assert (caught.outcome, caught.codes, caught.warnings) == ("xfailed", ["FDC201"], ["FDC002"])
     assert report.cell([caught]) == "CAUGHT FDC201"
-    plain_skip = CheckResult.from_dict(_record("g", "config", "skipped", [], "no config_postprocessor"))
+    plain_skip = _from_line(_record("g", "config", "skipped", [], "no config_postprocessor"))
     assert plain_skip.outcome == "skipped"
-    unknown = CheckResult.from_dict(_record("g", "clear", "failed", ["FDC999"]))
+    unknown = _from_line(_record("g", "clear", "failed", ["FDC999"]))
     assert unknown.codes == ["FDC999"]  # an unregistered code never passes silently as a warning
 
 

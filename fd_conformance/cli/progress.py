@@ -12,14 +12,16 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from fd_conformance.isolation.results import PLAN_KIND, SESSION_KIND
+from fd_conformance.isolation.results import PLAN_KIND
+from fd_conformance.matrix_keys.check_record import CheckRecord, is_result_line
 
 BAR_WIDTH = 24
 REASON_WIDTH = 160  # a failure's reason, on the line of its check
-# ResultRecord outcomes (and the caught-mutant reading of a skip with error codes) as shown.
+# A record's outcomes (and the caught-mutant reading of a skip carrying codes) as shown.
 OUTCOME_WORDS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "hang": "HANG", "crash": "CRASH"}
 
 
@@ -31,36 +33,34 @@ def wants_bar(stream: TextIO, environ: dict[str, str] | None = None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-def outcome_word(record: dict[str, Any]) -> str:
-    if record["outcome"] == "skipped" and record.get("expected") and record.get("findings"):
+def outcome_word(record: CheckRecord) -> str:
+    if record.outcome == "skipped" and record.expected and record.codes:
         return "CAUGHT"  # the plugin turns a caught mutant's failure into a skip carrying its codes
-    outcome: str = record["outcome"]
-    return OUTCOME_WORDS.get(outcome, outcome.upper())
+    return OUTCOME_WORDS.get(record.outcome, record.outcome.upper())
 
 
-def format_line(record: dict[str, Any], done: int, total: int | None) -> str:
+def format_line(record: CheckRecord, done: int, total: int | None) -> str:
     """``[ 3/65] FAIL  torch-glm4 [cpu] clear  2.0s  FDC203 graph 'main:4' alive after clear``."""
     width = len(str(total)) if total else 1
     count = f"[{done:>{width}}/{total}]" if total else f"[{done}]"
-    where = f"{record.get('case') or record['nodeid']}"
-    device = record.get("device") or ""
-    if device:
-        where += f" [{device}]"
-    line = f"{count} {outcome_word(record):<6} {where} {check_label(record)}  {record.get('duration', 0.0):.1f}s"
-    reason = str(record.get("reason") or "")
-    if record["outcome"] in ("failed", "hang", "crash") and reason:
-        line += "  " + _one_line(reason, REASON_WIDTH)
+    where = f"{record.case or record.nodeid}"
+    if record.device:
+        where += f" [{record.device}]"
+    keys = {"nodeid": record.nodeid, "case": record.case, "device": record.device, "check": record.check}
+    line = f"{count} {outcome_word(record):<6} {where} {check_label(keys)}  {record.duration:.1f}s"
+    if record.outcome in ("failed", "hang", "crash") and record.reason:
+        line += "  " + _one_line(record.reason, REASON_WIDTH)
     return line
 
 
-def check_label(record: dict[str, Any]) -> str:
-    """The matrix column, plus what tells its tests apart: ``clear[before_capture_and_twice]``,
-    ``teardown_order[mainOff-draftOn]`` (a check's tests share one column)."""
-    check = str(record.get("check") or "")
-    nodeid = str(record["nodeid"])
+def check_label(test: Mapping[str, Any]) -> str:
+    """The matrix column of a test (its nodeid, case, device and check keys), plus what tells its
+    tests apart: ``clear[before_capture_and_twice]``, ``teardown_order[mainOff-draftOn]``."""
+    check = str(test.get("check") or "")
+    nodeid = str(test["nodeid"])
     name, _, params = nodeid.rpartition("::")[2].partition("[")
     rest = name.removeprefix("test_").removeprefix(check).strip("_")
-    case_device = f"{record.get('case')}-{record.get('device')}"
+    case_device = f"{test.get('case')}-{test.get('device')}"
     variant = params.rstrip("]").removeprefix(case_device).strip("-") if params.rstrip("]").startswith(case_device) else ""
     label = "-".join(part for part in (rest, variant) if part)
     if not check:
@@ -110,18 +110,17 @@ class Progress:
 
     def _line(self, raw: bytes) -> None:
         try:
-            record = json.loads(raw)
+            data = json.loads(raw)
         except ValueError:
             return  # a torn line: the report says so; progress just goes on
-        if not isinstance(record, dict):
-            return
-        if record.get("kind") == PLAN_KIND:
+        if isinstance(data, dict) and data.get("kind") == PLAN_KIND:
             # Deselected checks are in the plan (their rows owe them) but will never run: not counted.
-            self.planned.update(t["nodeid"] for t in record.get("tests", []) if not t.get("deselected"))
+            self.planned.update(t["nodeid"] for t in data.get("tests", []) if not t.get("deselected"))
             return
-        if record.get("kind") == SESSION_KIND or "nodeid" not in record or record["nodeid"] in self.done:
-            return
-        self.done.add(record["nodeid"])
+        if not is_result_line(data) or data["nodeid"] in self.done:
+            return  # a session line
+        record = CheckRecord.from_line(data)
+        self.done.add(record.nodeid)
         self._print(format_line(record, len(self.done), self.total))
 
     def _print(self, text: str) -> None:

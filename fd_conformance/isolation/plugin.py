@@ -5,7 +5,8 @@ Which items: ``@pytest.mark.isolated`` and ``@pytest.mark.conformance`` ones by 
 (for ``--pdb`` debugging). The parent replaces pytest's run of such an item with a request to
 its worker, re-emits the worker's reports through its own hooks (terminal, JUnit, xdist see a
 normal item) and, when the worker hangs or dies, a synthetic failed report carrying the HANG
-(FDC501) or crash (FDC502) evidence. ``--fd-results FILE`` appends one JSON line per test.
+(FDC501) or crash (FDC502) evidence. Where and when each item ran (and that evidence) rides on its
+reports as ``fd_run`` for the results log (fd_conformance.plugin.results_log), wherever it runs.
 
 pytest-timeout: for isolated items our watchdog wins. An in-process timer cannot fire while a C
 call holds the GIL, and its ``thread`` method would kill the whole session, so the item's
@@ -16,27 +17,18 @@ keep pytest-timeout as usual. Under pytest-xdist each xdist worker owns its own 
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
 from fd_conformance.errors import UsageError, validate_choice, validate_timeout
 from fd_conformance.isolation import messages
-from fd_conformance.isolation.results import (
-    FINISHED,
-    INTERRUPTED,
-    ResultLog,
-    ResultRecord,
-    new_record,
-    plan_record,
-    session_record,
-)
-from fd_conformance.matrix_keys import PROP_PREFIX, case_properties, report_failure_reason
+from fd_conformance.matrix_keys import case_properties
+from fd_conformance.matrix_keys.check_record import RUN_ATTR, CheckRecord, add_finding
 from fd_conformance.option_ini import IniOption, resolve_all
 
 if TYPE_CHECKING:
@@ -47,7 +39,6 @@ if TYPE_CHECKING:
 
 FD_ISOLATE = "--fd-isolate"
 FD_TIMEOUT = "--fd-timeout"
-FD_RESULTS = "--fd-results"
 FD_NO_SPARE = "--fd-no-spare"
 ISOLATE_CHOICES = ("marked", "all", "off")
 ISOLATE_HELP = (
@@ -64,7 +55,6 @@ NO_SPARE_HELP = (
     "first runs tests, so the test after a hang or crash does not wait for a new worker's startup; it holds "
     "host memory for one more process, but no GPU memory (it initialises no CUDA context until it runs a test)."
 )
-RESULTS_HELP = "append one JSON line per finished test to FILE (fsynced), for `fd-conformance report FILE`."
 ISOLATED_MARKER_HELP = (
     "isolated(timeout=None): run this test in a spawned worker; a hang is killed after timeout seconds "
     "and reported as FDC501 with stacks, a crash as FDC502; the session goes on."
@@ -73,7 +63,6 @@ DEFAULT_TIMEOUT_S = 300.0
 # The default deadline is sized for plugin.options.DEFAULT_CYCLES weight cycles (a test keeps them equal);
 # a test taking the fd_cycles fixture gets it scaled by --fd-cycles: a long soak is no hang (FDC501).
 CYCLES_FIXTURE, DEADLINE_CYCLES = "fd_cycles", 5
-FINDINGS_PROP = "fd_findings"  # same user_properties key the suites plugin uses
 
 CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
 
@@ -82,7 +71,6 @@ CONTROLLER_KEY = pytest.StashKey["IsolationController"]()
 OPTIONS = {
     FD_ISOLATE: IniOption(FD_ISOLATE, "string", "marked", ISOLATE_HELP),
     FD_TIMEOUT: IniOption(FD_TIMEOUT, "string", None, TIMEOUT_HELP),
-    FD_RESULTS: IniOption(FD_RESULTS, "string", None, RESULTS_HELP),
     FD_NO_SPARE: IniOption(FD_NO_SPARE, "bool", False, NO_SPARE_HELP),
 }
 #: Said once, in the terminal, when a debugger flag turns isolation off (a debugger cannot stop in a
@@ -94,7 +82,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fd-conformance isolation")
     OPTIONS[FD_ISOLATE].add(group, parser, choices=ISOLATE_CHOICES)
     OPTIONS[FD_TIMEOUT].add(group, parser, metavar="SECONDS")
-    OPTIONS[FD_RESULTS].add(group, parser, metavar="FILE")
     OPTIONS[FD_NO_SPARE].add(group, parser, action="store_true")
 
 
@@ -110,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(controller, "fd_isolation_controller")
 
 
-def _is_xdist_controller(config: pytest.Config) -> bool:
+def is_xdist_controller(config: pytest.Config) -> bool:
     """True in xdist's controller (its workers carry ``workerinput``); decided from options
     because xdist registers its session plugin after our pytest_configure may have run."""
     if hasattr(config, "workerinput"):
@@ -160,7 +147,7 @@ def _marker_timeout(item: pytest.Item, name: str) -> Any:
 
 
 class IsolationController:
-    """Parent-side state of one session: which items are isolated, the worker, the results log."""
+    """Parent-side state of one session: which items are isolated, and the worker."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -172,19 +159,12 @@ class IsolationController:
         self.timeouts: dict[str, float] = {}
         self.paths: set[str] = set()  # files the worker collects: only those holding isolated items
         self.watchdog: Watchdog | None = None
-        self.extras: dict[str, dict[str, Any]] = {}
-        self.partial: dict[str, ResultRecord] = {}
-        self.log: ResultLog | None = None
-        results = config.getoption(FD_RESULTS, None)
-        # Under xdist the workers write (they see the isolation evidence); the controller would duplicate.
-        if results and not self.in_worker and not _is_xdist_controller(config):
-            self.log = ResultLog(results)
         self.default_timeout = self._default_timeout()
         self.spares = 0 if config.getoption(FD_NO_SPARE, False) else 1
         # A worker is prestarted only where items really run: not in xdist's controller (its
         # workers run them), not for --collect-only, not with isolation off.
         self.prestart_allowed = (
-            self.mode != "off" and not _is_xdist_controller(config) and not config.getoption("collectonly", False)
+            self.mode != "off" and not is_xdist_controller(config) and not config.getoption("collectonly", False)
         )
 
     def _default_timeout(self) -> float:
@@ -272,17 +252,6 @@ class IsolationController:
         cycles = str(self.config.getoption(CYCLES_FIXTURE, "")) if CYCLES_FIXTURE in getattr(item, "fixturenames", ()) else ""
         return self.default_timeout * max(1.0, int(cycles) / DEADLINE_CYCLES if cycles.isdigit() else 1.0)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The plan line: every test this session will run, with its matrix keys, so a reader of a
-        file cut short (SIGTERM, SIGKILL, OOM) can name the checks that never ran."""
-        if self.log is None:
-            return
-        from fd_conformance.isolation.session_plan import session_plan  # the plan plugin's hook ran first (tryfirst)
-
-        tests = list(session_plan(self.config).values())
-        self.log.append(plan_record(tests, bool(self.config.getoption("fd_include_mutants", False))))
-
     # --- running ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
@@ -298,7 +267,7 @@ class IsolationController:
             messages.message(messages.ITEM, nodeid=item.nodeid, next_nodeid=following), self.timeouts[item.nodeid]
         )
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d) for d in result.reports]
-        self.extras[item.nodeid] = {
+        run = {
             "isolated": True,
             "worker_pid": result.pid,
             "started": started,
@@ -310,10 +279,11 @@ class IsolationController:
             details = str(result.payload.get("details", ""))
             reports = [_synthetic(item, "setup", details, case_properties(item), result.duration)]
         elif result.status != "done":
-            reports = self._with_evidence(item, reports, result)
+            reports = self._with_evidence(item, reports, result, run)
         if not any(r.when == "teardown" for r in reports):
             reports.append(_synthetic(item, "teardown", None, [], 0.0))
         for report in reports:
+            setattr(report, RUN_ATTR, run)
             item.ihook.pytest_runtest_logreport(report=report)
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
@@ -327,11 +297,11 @@ class IsolationController:
             self.watchdog = Watchdog("pytest", setup, spares=self.spares)
         return self.watchdog
 
-    def _with_evidence(self, item: pytest.Item, reports: list[Any], result: RunResult) -> list[Any]:
+    def _with_evidence(self, item: pytest.Item, reports: list[Any], result: RunResult, run: dict[str, Any]) -> list[Any]:
         finding = result.finding(item.nodeid)
         assert finding is not None  # status is hang or crash here
         text = f"{finding.format()}\n{result.describe()}"
-        self.extras[item.nodeid].update(
+        run.update(
             outcome=result.status,
             cause=result.cause,
             last_event=result.last_event,
@@ -344,7 +314,7 @@ class IsolationController:
         if result.payload.get("outcome") == "crash":  # worker retired itself after a complete, failed run
             for report in reports:
                 if report.failed:
-                    _add_finding(report, finding.to_dict())
+                    add_finding(report, finding.to_dict())
                     report.sections.append(("fd-conformance isolation", text))
             return reports
         done = {r.when for r in reports}
@@ -356,7 +326,7 @@ class IsolationController:
         kept = [r for r in reports if r.when != in_flight]
         # A HANG or crash report is made here, in the parent: without the matrix keys the hung
         # check would vanish from the matrix and conformance.json instead of showing FDC501/502.
-        props: list[tuple[str, object]] = [*case_properties(item), (FINDINGS_PROP, json.dumps([finding.to_dict()]))]
+        props = [*case_properties(item), *CheckRecord(item.nodeid, findings=[finding.to_dict()]).properties()]
         kept.append(_synthetic(item, in_flight, text, props, result.duration))
         return kept
 
@@ -401,94 +371,10 @@ class IsolationController:
             "paths": None,
         }
 
-    # --- results ----------------------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.log is None:
-            return
-        record = self.partial.get(report.nodeid)
-        if record is None:
-            extras = self.extras.get(report.nodeid, {})
-            record = new_record(report.nodeid, started=extras.get("started", report.start or time.time()), pid=os.getpid())
-            self.partial[report.nodeid] = record
-        record["duration"] += report.duration
-        props = dict(report.user_properties)
-        record["case"] = str(props.get("fd_case", record["case"]))
-        record["check"] = str(props.get("fd_check", record["check"]))
-        for finding in json.loads(str(props.get(FINDINGS_PROP, "[]"))):
-            if finding.get("code") and finding["code"] not in record["findings"]:
-                record["findings"].append(finding["code"])
-        # What the matrix and conformance.json need, so a report rebuilt from this file alone
-        # says what `run`'s report says (runtime, graphs, the findings with their messages).
-        for key in ("device", "runtime", "runtime_version", "device_name", "graphs_real"):
-            if PROP_PREFIX + key in props:
-                cast("dict[str, object]", record)[key] = props[PROP_PREFIX + key]  # keys checked by the loop
-        if props.get(PROP_PREFIX + "expected"):
-            record["expected"] = [c for c in str(props[PROP_PREFIX + "expected"]).split(",") if c]
-        if FINDINGS_PROP in props:
-            record["finding_details"] = json.loads(str(props[FINDINGS_PROP]))
-        if report.failed and not record.get("reason"):
-            record["reason"] = report_failure_reason(report)
-        elif report.skipped and not record.get("reason") and isinstance(report.longrepr, tuple):
-            record["reason"] = str(report.longrepr[2])
-        if report.failed:
-            record["outcome"] = "failed"
-            text = str(report.longrepr)
-            record["details"] += text
-            # Codes come only from structured findings (above): a code named in the failure's text
-            # -- a traceback showing a check's source, a hint citing another code -- is no finding,
-            # and scraping it made `report` judge a row otherwise than the session did.
-        elif report.skipped and record["outcome"] == "passed":
-            record["outcome"] = "skipped"
-            record["details"] = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
-        if report.when != "teardown":
-            return
-        record = self.partial.pop(report.nodeid)
-        extras = self.extras.pop(report.nodeid, {})
-        for key in (
-            "isolated",
-            "worker_pid",
-            "worker_spawned",
-            "worker_wait_s",
-            "cause",
-            "last_event",
-            "python_stacks",
-            "native_stacks",
-            "stuck_frame",
-        ):
-            if key in extras:
-                record[key] = extras[key]  # type: ignore[literal-required]
-        if "outcome" in extras:
-            record["outcome"] = extras["outcome"]
-            record["details"] = extras["details"]
-            cause = extras.get("cause") or (str(extras["details"]).strip().splitlines() or [""])[0]
-            record["reason"] = f"{extras['outcome']}: {cause}"[:300]
-            record["findings"] = sorted(set(record["findings"]) | set(extras["findings"]))
-        record["finished"] = time.time()
-        self.log.append(record)
-
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None
-        if self.log is not None:
-            # Under xdist each worker writes only its results: a worker's end is not the session's.
-            if not hasattr(self.config, "workerinput"):
-                interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-                self.log.append(session_record(INTERRUPTED if interrupted else FINISHED, f"pytest exited {int(exitstatus)}"))
-            self.log.close()
-
-
-def _add_finding(report: pytest.TestReport, finding: dict[str, Any]) -> None:
-    """Merge ``finding`` into the report's findings list: a second ``fd_findings`` pair would
-    hide the check's own findings (``dict(user_properties)`` keeps the last one)."""
-    props = report.user_properties
-    index = next((i for i, (key, _) in enumerate(props) if key == FINDINGS_PROP), None)
-    if index is None:
-        props.append((FINDINGS_PROP, json.dumps([finding])))
-        return
-    merged = [*json.loads(str(props[index][1])), finding]
-    props[index] = (FINDINGS_PROP, json.dumps(merged))
 
 
 def _synthetic(

@@ -1,9 +1,11 @@
-"""Result records: one JSON line per finished test, appended and fsynced as the test ends.
+"""The results file: one JSON line per finished test, appended and fsynced as the test ends.
 
 Why a JSONL log and not only JUnit: JUnit XML is written once, at session end, so a controller
 killed mid-session (CI timeout, OOM killer, a hang nobody caught) leaves nothing. An append-only
 log with an fsync per record loses at most the test in flight, and ``fd-conformance report FILE``
-rebuilds the matrix from whatever survived.
+rebuilds the matrix from whatever survived. A result line is a
+:class:`~fd_conformance.matrix_keys.check_record.CheckRecord`'s encoding; the plan and session
+lines, the writer and the strict reader are this module's.
 """
 
 from __future__ import annotations
@@ -13,57 +15,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, TypedDict
+from typing import Final, Literal, TypedDict
 
 # typing has NotRequired from 3.11 on; requires-python is >=3.10.
 from typing_extensions import NotRequired
 
 from fd_conformance.errors import EXIT_INCOMPLETE, UsageError
-
-SCHEMA_VERSION = 1
-Outcome = Literal["passed", "failed", "skipped", "hang", "crash"]
-OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "skipped", "hang", "crash")
-BAD_OUTCOMES: frozenset[str] = frozenset({"failed", "hang", "crash"})
-
-
-class ResultRecord(TypedDict):
-    """One line of the results file. Agreed schema (version 1) between isolation and report.
-
-    ``case``/``check`` are empty when the test is not a parametrized conformance check.
-    ``findings`` are finding codes (FDC501 for a hang, FDC502 for a crash, suite codes otherwise).
-    The optional keys are present for isolated tests only.
-    """
-
-    schema: int
-    nodeid: str
-    case: str
-    check: str
-    outcome: Outcome
-    findings: list[str]
-    duration: float  # seconds, setup + call + teardown as the parent's clock saw them
-    details: str  # human text: failure repr, hang report, crash cause; empty when passed
-    worker_pid: int  # pid of the process that ran the test (the isolation worker if isolated)
-    started: float  # epoch seconds
-    finished: float  # epoch seconds
-    isolated: NotRequired[bool]
-    worker_spawned: NotRequired[float]  # epoch seconds its worker was spawned: before the test = warm worker/spare
-    worker_wait_s: NotRequired[float]  # seconds the test waited for its worker's startup (0 when warm)
-    cause: NotRequired[str]  # crash cause ("SIGSEGV", "os._exit(3)", "out of memory: ...") or hang reason
-    last_event: NotRequired[str]  # last lifecycle mark the worker streamed before it went silent
-    python_stacks: NotRequired[str]  # faulthandler dump of all threads of the hung worker
-    native_stacks: NotRequired[str]  # py-spy dump --native, or why it is missing
-    stuck_frame: NotRequired[str]  # innermost project frame of the hung thread
-    reason: NotRequired[str]  # one line: why it failed or skipped (first error finding, exception type: message)
-    # The matrix keys and what conformance.json shows, so a report rebuilt from the file alone says
-    # what `run`'s says (suite tests only).
-    device: NotRequired[str]
-    expected: NotRequired[list[str]]  # the case's expected finding codes (mutants)
-    runtime: NotRequired[str]
-    runtime_version: NotRequired[str]
-    device_name: NotRequired[str]
-    graphs_real: NotRequired[bool | None]
-    finding_details: NotRequired[list[dict[str, Any]]]  # Finding.to_dict() each ("findings" holds the codes)
-
+from fd_conformance.matrix_keys.check_record import SCHEMA_VERSION, CheckRecord, ResultRecord, is_result_line
 
 # Besides result lines the file holds two kinds of bookkeeping lines (``kind`` set), so a reader can
 # tell a finished session from one that was cut short: which tests the session planned to run
@@ -109,20 +67,8 @@ def session_record(status: str, detail: str) -> SessionRecord:
 
 
 def new_record(nodeid: str, *, started: float, pid: int) -> ResultRecord:
-    """A record for a test that has not ended yet (outcome filled in by the caller)."""
-    return ResultRecord(
-        schema=SCHEMA_VERSION,
-        nodeid=nodeid,
-        case="",
-        check="",
-        outcome="passed",
-        findings=[],
-        duration=0.0,
-        details="",
-        worker_pid=pid,
-        started=started,
-        finished=started,
-    )
+    """The line of a test that has not ended yet (outcome filled in by the caller)."""
+    return CheckRecord(nodeid, started=started).line(finished=started, pid=pid)
 
 
 class ResultLog:
@@ -265,8 +211,8 @@ def load_results_file(path: str | os.PathLike[str]) -> ResultsFile:
             parsed.plans.append(data)
         elif kind == SESSION_KIND:
             parsed.sessions.append(data)
-        elif isinstance(data, dict) and "nodeid" in data and data.get("outcome") in OUTCOMES:
-            parsed.results.append(data)  # type: ignore[arg-type]
+        elif is_result_line(data):
+            parsed.results.append(data)
         else:
             what = _looks_like(text) if number == 1 else f"line {number} is not a result record (needs nodeid and outcome)"
             raise IncompleteInput(f"{source} is not a results file: {what}", f"pass {EXPECTED_FILE}")

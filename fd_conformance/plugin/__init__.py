@@ -6,13 +6,15 @@ not use it sees nothing of it (usage: no header, no collector, no GPU pinning, n
 
   options     option names, help, defaults and validation
   usage       whether the session asks for or uses the kit; the session collector, registered then
-  (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, shared with the
-  isolation parent, sits below this package)
+  (fd_conformance.matrix_keys: an item's case, matrix column and matrix keys, and check_record,
+  the one record of a finished check and its codec, shared with the isolation parent, sit below
+  this package)
   collection  the session's cases, parametrized per device; skips decided at collection
   shard       the session's shard (--fd-shard K/N), recorded by collection, stamped by matrix
   plan        what each row owes: every collected check, deselected ones included
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
   matrix      matrix keys on the deciding report, ConformanceSession, the reports
+  results_log the results file (--fd-results): a line per finished test, where reports meet
   xdist, gpus a GPU per xdist worker; ``-n auto`` on a GPU host
   entry       the pytest11 entry point, which loads this package
 
@@ -58,6 +60,7 @@ pytest_plugins = [
     "fd_conformance.plugin.fixtures",
     "fd_conformance.plugin.matrix",
     "fd_conformance.plugin.xdist",
+    "fd_conformance.plugin.results_log",
     "fd_conformance.isolation.plugin",
 ]
 

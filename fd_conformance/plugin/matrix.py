@@ -9,7 +9,6 @@ so asking pytest to rewrite it only warned in every user session; it holds no te
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
-from fd_conformance.matrix_keys import PROP_PREFIX, RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties, report_failure_reason
+from fd_conformance.matrix_keys import RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties
+from fd_conformance.matrix_keys.check_record import CheckRecord
 from fd_conformance.plugin.options import FD_ALLOW_EMPTY, FD_INCLUDE_MUTANTS, FD_REPORT
 from fd_conformance.plugin.shard import empty_shard_reason, recorded_shard
 
@@ -56,11 +56,12 @@ def add_matrix_keys(item: pytest.Item, report: pytest.TestReport) -> None:
     case = case_of(item)
     assert case is not None  # case_properties returned keys, so the item has a case
     info = item.stash.get(RUNTIME_INFO_KEY, None)
-    if info is not None:
-        props.extend((PROP_PREFIX + k, v) for k, v in info.items())
     verdict = item.stash.get(VERDICT_KEY, None)
+    # The runtime and findings, encoded by the record's one encoder (after the matrix keys).
+    props += CheckRecord(
+        item.nodeid, **(info or {}), findings=None if verdict is None else [f.to_dict() for f in verdict.findings]
+    ).properties()
     if verdict is not None:
-        props.append((PROP_PREFIX + "findings", json.dumps([f.to_dict() for f in verdict.findings])))
         codes = verdict.error_codes
         if (
             report.failed
@@ -90,14 +91,16 @@ class ConformanceSession:
         self.outside_failures: set[str] = set()  # failed tests that are no conformance check
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
-        if PROP_PREFIX + "case" not in props:
+        record = CheckRecord.from_report(report)
+        if record.case is None:
             if report.failed:
                 self.outside_failures.add(report.nodeid)
             return
         if not _is_final(report):
             return
-        self.results.append(result_from_report(report, props))
+        from fd_conformance.report import result_of  # the reports' code only in sessions that certify
+
+        self.results.append(result_of(record))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -184,41 +187,3 @@ class ConformanceSession:
 
         terminalreporter.section("fd-conformance matrix")
         terminalreporter.write_line(format_matrix(self.results, self.expect_mutants))
-
-
-def result_from_report(report: pytest.TestReport, props: dict[str, object]) -> CheckResult:
-    """One suite test's final report as a CheckResult."""
-    from fd_conformance.report import FAILED, PASSED, SKIPPED, XFAILED, CheckResult
-
-    if hasattr(report, "wasxfail"):
-        outcome = XFAILED
-    elif report.failed:
-        outcome = FAILED
-    elif report.skipped:
-        outcome = SKIPPED
-    else:
-        outcome = PASSED
-    findings = json.loads(str(props.get(PROP_PREFIX + "findings", "[]")))
-    message = ""
-    if report.failed and report.longrepr:
-        message = report_failure_reason(report)
-    elif report.skipped and isinstance(report.longrepr, tuple):
-        message = str(report.longrepr[2])
-    graphs_real = props.get(PROP_PREFIX + "graphs_real")
-    return CheckResult(
-        nodeid=report.nodeid,
-        case=str(props[PROP_PREFIX + "case"]),
-        device=str(props.get(PROP_PREFIX + "device", "")),
-        check=str(props.get(PROP_PREFIX + "check", "")),
-        outcome=outcome,
-        codes=sorted({f["code"] for f in findings if f["severity"] == "error"}),
-        warnings=sorted({f["code"] for f in findings if f["severity"] != "error"}),
-        findings=findings,
-        expected=[c for c in str(props.get(PROP_PREFIX + "expected", "")).split(",") if c],
-        message=message,
-        duration=report.duration,
-        runtime=str(props.get(PROP_PREFIX + "runtime", "")),
-        runtime_version=str(props.get(PROP_PREFIX + "runtime_version", "")),
-        device_name=str(props.get(PROP_PREFIX + "device_name", "")),
-        graphs_real=graphs_real if isinstance(graphs_real, bool) else None,
-    )

@@ -32,6 +32,7 @@ FD_DEVICE = "--fd-device"
 FD_ALLOW_EMPTY = "--fd-allow-empty"
 FD_SHARD = "--fd-shard"
 FD_DURATIONS = "--fd-durations"
+FD_RESULTS = "--fd-results"
 
 FD_MODEL_HELP = (
     "model case(s) to certify, as module:attr or path/to/file.py:attr naming a ModelCase, a list of them "
@@ -69,6 +70,7 @@ FD_SHARD_HELP = (
     "`fd-conformance merge` rebuilds the one report from the N shards' report directories. A shard with no "
     "case (N above the cases) certifies nothing and exits 0, saying so."
 )
+FD_RESULTS_HELP = "append one JSON line per finished test to FILE (fsynced), for `fd-conformance report FILE`."
 FD_DURATIONS_HELP = (
     "balance --fd-shard by the per-case seconds in FILE: an earlier run's results.jsonl or conformance.json "
     "(a merged one too), or a JSON object {case: seconds}. Every shard must be given the same file."
@@ -101,6 +103,7 @@ OPTIONS = {
     FD_ALLOW_EMPTY: IniOption(FD_ALLOW_EMPTY, "bool", False, FD_ALLOW_EMPTY_HELP),
     FD_SHARD: IniOption(FD_SHARD, "string", None, FD_SHARD_HELP),
     FD_DURATIONS: IniOption(FD_DURATIONS, "string", None, FD_DURATIONS_HELP),
+    FD_RESULTS: IniOption(FD_RESULTS, "string", None, FD_RESULTS_HELP),
 }
 
 
@@ -116,6 +119,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     OPTIONS[FD_ALLOW_EMPTY].add(group, parser, action="store_true")
     OPTIONS[FD_SHARD].add(group, parser, metavar="K/N")
     OPTIONS[FD_DURATIONS].add(group, parser, metavar="FILE")
+    OPTIONS[FD_RESULTS].add(group, parser, metavar="FILE")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from fd_conformance.isolation.messages import WORKER_ENV
-from fd_conformance.matrix_keys import PROP_PREFIX
+from fd_conformance.matrix_keys.check_record import is_check_report
 from fd_conformance.option_ini import IniOption, resolve_all
 
 REQUESTED_KEY = pytest.StashKey[bool]()  # the session asked for the kit (options, ini, -p, suite paths)
@@ -150,7 +150,7 @@ def pytest_report_from_serializable(config: pytest.Config, data: dict[str, Any])
     report = yield
     if in_use(config) or not isinstance(report, pytest.TestReport):
         return report
-    if any(key == PROP_PREFIX + "case" for key, _ in report.user_properties):
+    if is_check_report(report):
         start_using(config)
     elif report.failed:
         config.stash[FAILED_BEFORE_KEY] = True

@@ -1,6 +1,6 @@
 """Conformance results as a matrix, ``conformance.json`` and a markdown certificate.
 
-One module per job, lowest first: :mod:`.results` (decoding records into :class:`CheckResult`,
+One module per job, lowest first: :mod:`.results` (a check record read as a :class:`CheckResult`,
 the plan folded in), :mod:`.verdicts` (cells, row verdicts, the exit code: computed once),
 :mod:`.markdown` (the terminal matrix and the certificate, rendered from a document) and
 :mod:`.document` (conformance.json, and writing a run's reports). Printing lives in
@@ -10,6 +10,7 @@ prove ordering and interface logic, never GPU memory behaviour. Import from here
 
 from __future__ import annotations
 
+from fd_conformance.matrix_keys.check_record import split_codes_by_severity
 from fd_conformance.report.document import (
     CERTIFICATE_NAME,
     JSON_NAME,
@@ -37,9 +38,10 @@ from fd_conformance.report.results import (
     device_from_nodeid,
     missing_results,
     read_jsonl,
+    result_of,
+    results_from_lines,
     results_from_records,
     results_of_file,
-    split_codes_by_severity,
     with_expected,
     with_plan,
 )
@@ -111,6 +113,8 @@ __all__ = [
     "nothing_ran_reason",
     "read_jsonl",
     "render_records",
+    "result_of",
+    "results_from_lines",
     "results_from_records",
     "results_of_file",
     "session_exit_code",

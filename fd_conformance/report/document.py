@@ -20,7 +20,7 @@ from fd_conformance.report.results import (
     OUTCOMES,
     SKIPPED,
     CheckResult,
-    results_from_records,
+    results_from_lines,
 )
 from fd_conformance.report.verdicts import (
     LINE_LIMIT,
@@ -146,8 +146,8 @@ def format_matrix(results: Sequence[CheckResult], expect_mutants: bool = False) 
 
 
 def render_records(records: Iterable[Mapping[str, Any]]) -> str:
-    """The matrix for ``fd-conformance report FILE`` (isolation's JSONL records)."""
-    results = [r for r in results_from_records(records)]
+    """The matrix of results-file lines."""
+    results = results_from_lines(records)
     return format_matrix(results) if results else "no results"
 
 

@@ -1,9 +1,9 @@
-"""Decoding: results records (isolation JSONL lines, conformance.json's ``results``) into
-:class:`CheckResult`, one check on one case on one device, and the plan folded in.
+""":class:`CheckResult`, one check on one case on one device as the report judges it, and the plan folded in.
 
-One record type feeds every output: the plugin builds records from in-process test reports;
-isolated runs write the same fields as JSONL, and :func:`results_from_records` reads either back,
-so the verdicts are the same however the session ran.
+A result is made from one record type, :class:`~fd_conformance.matrix_keys.check_record.CheckRecord`,
+by :func:`result_of`, whether the record was decoded from the session's report or from a line of
+the results file: the verdicts are the same however the session ran. conformance.json's
+``results`` are CheckResults as they are (:meth:`CheckResult.to_dict` / :meth:`CheckResult.from_dict`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from fd_conformance.matrix_keys.check_record import REASON_LIMIT, CheckRecord, split_codes_by_severity
 
 if TYPE_CHECKING:
     from fd_conformance.isolation.results import ResultsFile
@@ -54,55 +56,38 @@ class CheckResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
-        """A result from our own dict or from an isolation JSONL record (ResultRecord, schema 1).
-
-        Isolation records carry finding *codes* and the extra outcomes "hang"/"crash", which
-        count as failures (their codes FDC501/FDC502 say which); the device is read back from
-        the test id's ``-cpu``/``-cuda`` parameter when the record does not name it.
-        """
+        """A result of conformance.json's ``results`` (what :meth:`to_dict` wrote)."""
+        if data.get("outcome") not in OUTCOMES:
+            raise ValueError(f"result {data.get('nodeid', '?')!r} has unknown outcome {data.get('outcome')!r}")
         known = set(cls.__dataclass_fields__)
-        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
-        outcome = kwargs.get("outcome")
-        if outcome in ("hang", "crash"):
-            kwargs["outcome"] = FAILED
-            kwargs.setdefault("message", str(data.get("cause") or data.get("details") or outcome)[:300])
-        elif outcome not in OUTCOMES:
-            raise ValueError(f"result {data.get('nodeid', '?')!r} has unknown outcome {outcome!r}")
-        raw_findings = kwargs.get("findings", [])
-        if raw_findings and all(isinstance(f, str) for f in raw_findings):
-            # Isolation records carry bare codes: their severity comes from the registry, so a
-            # warning (FDC002) is never read back as an error.
-            errors, warned = split_codes_by_severity(raw_findings)
-            kwargs["findings"] = []
-            kwargs.setdefault("codes", errors)
-            kwargs.setdefault("warnings", warned)
-            # The plugin turns a caught mutant's failure into a skip carrying wasxfail; isolation
-            # logs that as "skipped" with the caught error codes. A real skip has no error code.
-            if kwargs.get("outcome") == SKIPPED and kwargs["codes"]:
-                kwargs["outcome"] = XFAILED
-        if data.get("reason") and not kwargs.get("message"):
-            kwargs["message"] = str(data["reason"])[:300]
-        if data.get("finding_details"):
-            kwargs["findings"] = list(data["finding_details"])  # the full findings, when the writer kept them
-        if "message" not in kwargs and data.get("details"):
-            kwargs["message"] = str(data["details"]).strip().splitlines()[0][:300]
-        if not kwargs.get("device"):
-            kwargs["device"] = device_from_nodeid(str(data.get("nodeid", "")))
-        if not kwargs.get("case"):
-            kwargs["case"] = str(data.get("nodeid", "?"))
-        if not kwargs.get("check"):
-            kwargs["check"] = _check_from_nodeid(str(data.get("nodeid", "")))
-        return cls(**kwargs)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def split_codes_by_severity(codes: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(error codes, warning codes) by the finding registry; an unknown code counts as an error
-    (a hang, crash or newer kit's code must never pass silently)."""
-    from fd_conformance.findings import RULES, Severity
-
-    unique = sorted(set(codes))
-    warned = [c for c in unique if c in RULES and RULES[c].severity is Severity.WARNING]
-    return [c for c in unique if c not in warned], warned
+def result_of(record: CheckRecord) -> CheckResult:
+    """The report's reading of a record: a hang or crash is a failure (its code, FDC501/FDC502, says
+    which), a caught mutant an xfail, the device and check read from the test id when not recorded."""
+    outcome = FAILED if record.outcome in ("hang", "crash") else XFAILED if record.caught else record.outcome
+    message = record.reason or ""
+    if record.outcome in ("hang", "crash"):
+        message = str(record.run.get("cause") or record.details or record.outcome)[:REASON_LIMIT]
+    codes, warnings = split_codes_by_severity(record.codes)
+    return CheckResult(
+        nodeid=record.nodeid,
+        case=record.case or record.nodeid,
+        device=record.device or device_from_nodeid(record.nodeid),
+        check=record.check or _check_from_nodeid(record.nodeid),
+        outcome=outcome,
+        codes=codes,
+        warnings=warnings,
+        findings=list(record.findings or []),
+        expected=list(record.expected or []),
+        message=message,
+        duration=record.duration,
+        runtime=str(record.runtime or ""),
+        runtime_version=str(record.runtime_version or ""),
+        device_name=str(record.device_name or ""),
+        graphs_real=record.graphs_real if isinstance(record.graphs_real, bool) else None,
+    )
 
 
 def device_from_nodeid(nodeid: str) -> str:
@@ -120,17 +105,27 @@ def _check_from_nodeid(nodeid: str) -> str:
 
 
 def results_from_records(records: Iterable[Mapping[str, Any]]) -> list[CheckResult]:
-    """Records (isolation JSONL or conformance.json's ``results``) back into results; the last
-    record of a test id wins, as a re-run appended to a JSONL supersedes older lines."""
+    """conformance.json's ``results`` back into results; the last of a test id wins."""
+    return [CheckResult.from_dict(r) for r in _latest(records)]
+
+
+def results_from_lines(lines: Iterable[Mapping[str, Any]]) -> list[CheckResult]:
+    """Results-file lines back into results; the last line of a test id wins, as a re-run
+    appended to the file supersedes older lines."""
+    return [result_of(CheckRecord.from_line(line)) for line in _latest(lines)]
+
+
+def _latest(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     latest: dict[str, Mapping[str, Any]] = {}
     for record in records:
         latest[str(record.get("nodeid", ""))] = record
-    return [CheckResult.from_dict(r) for r in latest.values()]
+    return list(latest.values())
 
 
 def read_jsonl(path: Path) -> list[CheckResult]:
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return results_from_records(records)
+    """The results of a file of result lines only (``fd-conformance report`` reads a whole results file)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return results_from_lines(lines)
 
 
 def missing_results(planned: Iterable[Mapping[str, Any]], results: Sequence[CheckResult]) -> list[CheckResult]:
@@ -175,4 +170,4 @@ def with_plan(results: Sequence[CheckResult], planned: Iterable[Mapping[str, Any
 def results_of_file(parsed: ResultsFile) -> list[CheckResult]:
     """A results file's results with the plan folded in: expected codes for mutants, and a
     MISSING placeholder for every planned conformance check that has no result line."""
-    return with_plan(results_from_records(parsed.results), parsed.planned.values())
+    return with_plan(results_from_lines(parsed.results), parsed.planned.values())

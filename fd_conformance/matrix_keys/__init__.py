@@ -2,21 +2,25 @@
 
 Below both pytest plugins: the kit's (collection, fixtures, matrix) and the isolation parent's,
 which makes a hung or crashed suite test's deciding report and must attach the same keys and
-reason, or the check vanishes from the matrix and conformance.json.
+reason, or the check vanishes from the matrix and conformance.json. How the keys are encoded on a
+report, and read back, is :mod:`.check_record`'s (the one codec of a finished check).
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from fd_conformance.matrix_keys.check_record import PROP_PREFIX, CheckRecord
+from fd_conformance.matrix_keys.check_record import failure_reason as report_failure_reason
 
 if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase
     from fd_conformance.verdict import CheckVerdict
 
-PROP_PREFIX = "fd_"  # user_properties keys travel through xdist and into JUnit XML
+__all__ = ["PROP_PREFIX", "RUNTIME_INFO_KEY", "VERDICT_KEY", "case_of", "case_properties", "check_name", "report_failure_reason"]
+
 VERDICT_KEY: pytest.StashKey[CheckVerdict] = pytest.StashKey()
 RUNTIME_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
@@ -44,25 +48,6 @@ def case_properties(item: pytest.Item) -> list[tuple[str, object]]:
     if case is None:
         return []
     callspec = item.callspec  # type: ignore[attr-defined]  # case_of found one: a parametrized Function
-    return [
-        (PROP_PREFIX + "case", case.name),
-        (PROP_PREFIX + "device", callspec.params.get("fd_device", "")),
-        (PROP_PREFIX + "check", check_name(item)),
-        (PROP_PREFIX + "expected", ",".join(sorted(case.expected_findings))),
-    ]
-
-
-def report_failure_reason(report: pytest.TestReport) -> str:
-    """A failed report's reason in one line: its first error finding ("FDC203 graph ..."), else the
-    exception as pytest's crash line has it ("ValueError: boom"), never a fixture's source repr."""
-    props = dict(report.user_properties)
-    for finding in json.loads(str(props.get(PROP_PREFIX + "findings", "[]"))):
-        if finding.get("severity") == "error":
-            return f"{finding['code']} {finding.get('message', '')}"[:300]
-    crash = getattr(report.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None and crash.message else str(report.longrepr or "")
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    first = lines[0] if lines else "failed"
-    first = first.removeprefix("Failed: ")  # pytest.fail()'s exception name says nothing the check's text does not
-    where = {"setup": "error in setup: ", "teardown": "error in teardown: "}.get(report.when, "")
-    return (where + first)[:300]
+    keys = CheckRecord(item.nodeid, case=case.name, device=callspec.params.get("fd_device", ""), check=check_name(item))
+    keys.expected = sorted(case.expected_findings)
+    return keys.properties()
