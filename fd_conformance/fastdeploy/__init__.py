@@ -5,7 +5,7 @@ One module per concern: :mod:`.checkout` finds and validates the tree and builds
 environment (torch hidden, compiled ops and missing modules stood in for by :mod:`.stand_ins`);
 :mod:`.config_bridge` (C6 on the real ``FDConfig``), :mod:`.models_bridge` (protocol on every
 registered model class), :mod:`.runner_bridge` (the real ``GPUModelRunner.clear_parameters`` body
-over recorded stand-ins), :mod:`.wrappers_bridge` (every registered wrapper built on CPU, its own
+over the recorded stand-ins of :mod:`.runner_stand_ins`), :mod:`.wrappers_bridge` (every registered wrapper built on CPU, its own
 clear called: :mod:`.wrapper_build` builds it from :mod:`.tiny_config`, :mod:`.recorded_graphs`
 plants its graphs), :mod:`.real_runner` (the runner body over those real wrappers and their MTP
 drafts), :mod:`.history` (``--history``/``--bisect``); :mod:`fd_conformance.cli.fastdeploy` runs

@@ -34,18 +34,16 @@ from fd_conformance.fastdeploy.recorded_graphs import RecordedGraph, backends_of
 from fd_conformance.fastdeploy.runner_bridge import (
     RUNNER_CLASS,
     RUNNER_MODULE,
-    CallLog,
     Combo,
     ModelFactory,
     ModelSet,
-    RecordedGroup,
-    RecordedParam,
     RunnerRow,
     combos,
     draft_graphs_exist,
     run_combo,
     runner_class,
 )
+from fd_conformance.fastdeploy.runner_stand_ins import CallLog, RecordedGroup, RecordedParam
 from fd_conformance.fastdeploy.stand_ins import MissingDependency
 from fd_conformance.fastdeploy.wrapper_build import WrapperBuilder
 from fd_conformance.fastdeploy.wrappers_bridge import clear_method, describe, uncallable_clear
