@@ -17,6 +17,14 @@ import pytest
 from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.runtime.base import Runtime, RuntimeEvent
 
+# One intra-op thread per process, for this run and every process it starts (xdist workers, inner
+# sessions, `fd-conformance run`, isolation workers: they inherit the variable; no framework is
+# imported yet). The README's `-n 2` on 2 cores already keeps every core busy; torch's and paddle's
+# OpenMP pools of one thread per core on top of that spin-wait for each other: the same inner
+# session over torch-glm4-moe-mtp took 19.3 s of CPU with the default pool and 9.6 s with one
+# thread, with the same verdicts. A value the caller set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 # pytester's in-process runs remove from sys.modules whatever the inner session imported. A
 # framework with C extensions cannot be imported a second time in one process (torch then fails
