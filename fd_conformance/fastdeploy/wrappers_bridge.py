@@ -30,6 +30,7 @@ never a pass; a clear that calls a compiled op is an ERROR row (it cannot run he
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 from collections.abc import Callable
@@ -182,6 +183,30 @@ def uncallable_clear(cls: type) -> list[Finding]:
     return []
 
 
+def _call_clear(row: WrapperRow, clear: Callable[[], Any], cls: type, spelling: str, checkout: Checkout, when: str) -> bool:
+    """Call the wrapper's real clear as the engine does; whether it returned. What it raised goes on
+    ``row``: a compiled op is an ERROR, anything else FDC303 (before any capture: judged apart)."""
+    try:
+        clear()
+    except MissingDependency:
+        raise
+    except CompiledOpCalled as err:
+        row.verdict, row.reason = "ERROR", f"{spelling}() {when} calls a compiled op, cannot run on CPU: {err}"
+        return False
+    except Exception as err:
+        finding = make_finding(
+            "FDC303",
+            f"{cls.__qualname__}.{spelling}() {when} raised {describe(err, checkout)}",
+            call=f"{cls.__qualname__}.{spelling}()",
+        )
+        if when == BEFORE_CAPTURE:  # judged apart, grouped by where it was raised (SharedRaise)
+            row.before_capture, row.raised_at, row.raised = finding, raised_at(err, checkout), _raised(err)
+        else:
+            row.findings.append(finding)
+        return False
+    return True
+
+
 def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: Checkout) -> WrapperRow:
     """Build one wrapper, record graphs in its backends, run its real clear before capture,
     after it and twice; one row (a raise before capture in ``before_capture``, not its verdict)."""
@@ -204,29 +229,7 @@ def check_wrapper(cls: type, name: str, build: Callable[[type], Any], checkout: 
         return row
     assert spelling is not None
     recording = Recording()
-    clear = getattr(wrapper, spelling)
-
-    def call(when: str) -> bool:
-        try:
-            clear()
-        except MissingDependency:
-            raise
-        except CompiledOpCalled as err:
-            row.verdict, row.reason = "ERROR", f"{spelling}() {when} calls a compiled op, cannot run on CPU: {err}"
-            return False
-        except Exception as err:
-            finding = make_finding(
-                "FDC303",
-                f"{cls.__qualname__}.{spelling}() {when} raised {describe(err, checkout)}",
-                call=f"{cls.__qualname__}.{spelling}()",
-            )
-            if when == BEFORE_CAPTURE:  # judged apart, grouped by where it was raised (SharedRaise)
-                row.before_capture, row.raised_at, row.raised = finding, raised_at(err, checkout), _raised(err)
-            else:
-                row.findings.append(finding)
-            return False
-        return True
-
+    call = functools.partial(_call_clear, row, getattr(wrapper, spelling), cls, spelling, checkout)
     row.cleared_before_capture = call(BEFORE_CAPTURE)
     try:
         for path, owner in holders:
