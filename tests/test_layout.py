@@ -3,7 +3,8 @@
 The layering, the absence of import circles, where torch, paddle and argparse may be imported:
 those are import-linter contracts in pyproject.toml ``[tool.importlinter]``, checked here by the
 real ``lint-imports``, and proven able to fail on a copy of the kit with one violation per contract.
-What import-linter cannot say (an import at module level versus inside a function) is checked here.
+What import-linter cannot say (an import at module level versus inside a function) is checked here,
+and that no module grows past :data:`MAX_MODULE_LINES` (one responsibility per module).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from fd_conformance.frameworks import FRAMEWORKS
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "fd_conformance"
 
+#: Issue 39: a module past this many lines holds more than one responsibility; split it along them.
+MAX_MODULE_LINES = 500
 # One violation per contract, each written into a copy of the kit: (contract name, module, source).
 VIOLATIONS = (
     ("The kit's rooms are layered", "runtime/_reads_up.py", "import fd_conformance.spelling\n"),
@@ -108,3 +111,8 @@ def test_a_module_level_framework_import_is_caught(tmp_path: Path) -> None:
     (tmp_path / "kit" / "suite" / "lazy.py").write_text("def f():\n    import torch\n")  # allowed: lazy
     (tmp_path / "kit" / "suite" / "eager.py").write_text("try:\n    import paddle.distributed\nexcept ImportError:\n    pass\n")
     assert framework_imports_at_module_level(tmp_path / "kit") == [f"kit{os.sep}suite{os.sep}eager.py: paddle"]
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    sizes = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines()) for path in ROOT.rglob("*.py")}
+    assert {path: lines for path, lines in sizes.items() if lines > MAX_MODULE_LINES} == {}
