@@ -24,6 +24,15 @@ class ModuleNames:
         """A capture ended: the models may gain modules before the next one."""
         self._fresh = False
 
+    def modules(self) -> list[torch.nn.Module]:
+        """Every module of the models under test, once each (shared ones too)."""
+        seen: dict[int, torch.nn.Module] = {}
+        for _, root in self._roots:
+            if isinstance(root, torch.nn.Module):
+                for sub in root.modules():
+                    seen.setdefault(id(sub), sub)
+        return list(seen.values())
+
     def name(self, module: torch.nn.Module, key: str) -> str:
         known = self._known(module)
         if known is None:

@@ -25,10 +25,11 @@ from fd_conformance.errors import UsageError
 from fd_conformance.runtime import torch_collectives
 from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, BufferRef, EventKind, Graph, GraphObserver, Runtime
 from fd_conformance.runtime.patches import Patches
+from fd_conformance.runtime.torch_native.compiled import compiled_capture
 from fd_conformance.runtime.torch_native.deaths import DeathQueue
 from fd_conformance.runtime.torch_native.names import ModuleNames
 from fd_conformance.runtime.torch_native.records import GraphRecord, NativeGraph
-from fd_conformance.runtime.torch_native.storage import SLOT_REF, StorageScan
+from fd_conformance.runtime.torch_native.storage import SLOT_REF, Slot, StorageScan, captured_keys, reads_any
 
 # torch's own class, whatever a test patches in place of the torch.cuda.CUDAGraph name
 TORCH_CUDA_GRAPH: type = torch.cuda.graphs.CUDAGraph
@@ -276,11 +277,17 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         self._names.stale()
         modules = list(record.modules.values())
         record.slots, record.refs_at = self._captured_slots(modules), -1
-        record.modules = {}
+        record.modules, record.unknown = {}, False
+        compiled = compiled_capture(graph)
+        if compiled is not None:  # torch.compile's cudagraph trees: what it reads is its static inputs
+            record.compiled, record.unknown = True, compiled.pointers is None
+            static_modules, static_slots = self._slots_reading(compiled.pointers or frozenset())
+            modules, record.slots = modules + static_modules, record.slots + static_slots
+            record.tokens = compiled.tokens if record.tokens is None else record.tokens
         record.alive = True
         proxy = record.proxy
         proxy.owner = self._names.owner(modules)
-        first = type(modules[0]).__name__ if modules else "graph"
+        first = "CompiledGraph" if compiled is not None else (type(modules[0]).__name__ if modules else "graph")
         size = f"@{record.tokens}" if record.tokens is not None else ""
         proxy.label = f"{first}{size}#{proxy.label.rpartition('#')[2]}"
         self.runtime.events.emit(
@@ -291,6 +298,24 @@ class TorchGraphObserver(StorageScan, GraphObserver):
             buffers=self._refs(record),
             groups=tuple(sorted(record.groups)),
         )
+
+    def _slots_reading(self, pointers: frozenset[int]) -> tuple[list[torch.nn.Module], tuple[Slot, ...]]:
+        """The models' modules owning a parameter or buffer at one of ``pointers``, and those slots."""
+        modules: list[torch.nn.Module] = []
+        slots: list[Slot] = []
+        for module in self._names.modules() if pointers else ():
+            own = [
+                self._slot(module, table, key) for table, key in captured_keys(module) if reads_any(module, table, key, pointers)
+            ]
+            if own:
+                modules.append(module)
+                slots.extend(own)
+        return modules, tuple(slots)
+
+    def unknown_captures(self) -> list[str]:
+        """Labels of the graphs whose captured weights could not be read (see :mod:`.compiled`):
+        their checks are not judged."""
+        return [r.proxy.label for r in self._records.values() if r.unknown]
 
     def _replayed(self, graph: Any) -> None:
         if self._closed:

@@ -37,6 +37,8 @@ class GraphRecord:
     # the same tuple at every replay while nothing moved (the recorder compares it by identity)
     refs: tuple[BufferRef, ...] = ()
     refs_at: int = -1
+    compiled: bool = False  # recorded by torch.compile's cudagraph trees (it dies with its tree)
+    unknown: bool = False  # a compiled capture whose static inputs could not be read: not judged
 
 
 class NativeGraph(Graph):
@@ -74,4 +76,10 @@ class NativeGraph(Graph):
     def reset(self) -> None:
         graph = self._graph()
         if graph is not None and self.alive:
+            record = self._record_of(self._identity)
+            if record is not None and record.compiled:
+                # A tree's graph reset alone leaves its node to replay it later ("replay without a
+                # preceding capture"): the compiled state goes, and its graphs die with it.
+                torch.compiler.reset()
+                return
             graph.reset()  # through the wrapped class method: GRAPH_DESTROYED is emitted there

@@ -20,7 +20,8 @@ import torch
 
 from fd_conformance.runtime.base import BufferRef, EventKind, Runtime
 
-TABLES = ("_parameters", "_buffers")  # where nn.Module keeps what a graph reads by address
+TABLES = ("_parameters", "_buffers")
+PARAMETER_CONTAINERS = (torch.nn.ParameterDict, torch.nn.ParameterList)  # where nn.Module keeps what a graph reads by address
 # Unbound, mapped over every watched slot at C speed; None where a tensor or table should be raises TypeError
 DATA_PTR: Callable[[Any], int] = torch.Tensor.data_ptr
 LOOKUP: Callable[[Any, str], Any] = dict.get
@@ -44,6 +45,23 @@ def captured_keys(module: torch.nn.Module) -> list[tuple[str, str]]:
     their own when they run: what ran is what the graph read)."""
     state = module.__dict__
     return [(table, key) for table in TABLES for key, tensor in state.get(table, {}).items() if tensor is not None]
+
+
+def read_containers(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The module's ParameterDict / ParameterList children: never called, read by their owner's
+    forward (``self.mats["up"]``), so what they hold is the owner's when the owner runs."""
+    return [child for child in module.__dict__.get("_modules", {}).values() if isinstance(child, PARAMETER_CONTAINERS)]
+
+
+def reads_any(module: torch.nn.Module, table: str, key: str, pointers: frozenset[int]) -> bool:
+    """The module's ``table[key]`` is at one of ``pointers`` (a tensor's or its storage's address)."""
+    tensor = module.__dict__.get(table, {}).get(key)
+    if not isinstance(tensor, torch.Tensor):
+        return False
+    try:
+        return int(tensor.data_ptr()) in pointers or storage_address(tensor) in pointers
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 class Slot:
@@ -138,10 +156,13 @@ class StorageScan:
         state = module.__dict__
         # What keys the tables hold, read at C speed (no per-entry Python): a weight deleted, or
         # registered under another name, changes it; one set to None or back in place does not.
-        names = (tuple(state.get(TABLES[0], ())), tuple(state.get(TABLES[1], ())))
+        names: tuple[tuple[str, ...], ...] = (tuple(state.get(TABLES[0], ())), tuple(state.get(TABLES[1], ())))
+        containers = read_containers(module) if state.get("_modules") else []
+        for container in containers:
+            names += (tuple(container.__dict__.get(TABLES[0], ())),)
         cached = self._module_slots.get(id(module))
         if cached is None or cached[0]() is not module or cached[1] != names:
-            slots = tuple(self._slot(module, table, key) for table, key in captured_keys(module))
+            slots = tuple(self._slot(owner, table, key) for owner in (module, *containers) for table, key in captured_keys(owner))
             cached = (weakref.ref(module), names, slots)
             self._module_slots[id(module)] = cached
         return cached[2]
