@@ -8,18 +8,28 @@ out of a failure message.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fd_conformance.findings import Finding
 
+# How a check that could not see what a graph captured ends: skipped with this reason, which makes
+# its row "not-judged" (report/verdicts.py), never certified.
+NOT_JUDGED = "not judged"
+
+
+def no_unknown_graphs() -> list[str]:
+    return []
+
 
 @dataclass
 class CheckVerdict:
-    """Findings of one check on one case; errors fail the test, warnings are only reported."""
+    """Findings of one check on one case; errors fail the test, warnings are only reported.
+    ``unknown_graphs`` names the graphs whose captured weights the runtime could not read."""
 
     check: str
     findings: list[Finding] = field(default_factory=list)
+    unknown_graphs: Callable[[], list[str]] = no_unknown_graphs
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -38,8 +48,15 @@ class CheckVerdict:
         return "\n".join(lines)
 
     def conclude(self) -> None:
-        """Fail the running test when any error finding was recorded."""
-        if self.error_codes:
-            import pytest
+        """Fail the running test when any error finding was recorded; else, when a graph's captured
+        weights were unknown, skip it as not judged (a pass would certify what nobody saw)."""
+        import pytest
 
+        if self.error_codes:
             pytest.fail(self.failure_message(), pytrace=False)
+        unknown = self.unknown_graphs()
+        if unknown:
+            pytest.skip(
+                f"{NOT_JUDGED}: what graph(s) {', '.join(unknown[:3])} captured could not be read on this torch "
+                "(fix: run on a torch the kit reads compiled graphs of, see docs: native mode)"
+            )

@@ -158,10 +158,10 @@ def test_a_plain_capture_is_not_taken_for_a_compiled_one(observer: TorchGraphObs
 
 
 # --- the Kiln rows through the suites ---------------------------------------------------------------
-def kiln_session(out: Path, attr: str, device: str) -> subprocess.CompletedProcess[str]:
+def kiln_session(out: Path, attr: str, device: str, spec: Path = KILN) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q", "-rs",
-        f"--fd-model={KILN}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
+        f"--fd-model={spec}:{attr}", "--fd-cycles=3", f"--fd-report={out}", f"--fd-device={device}",
     ]  # fmt: skip
     tests = str(Path(__file__).resolve().parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH", ""))))}
@@ -239,3 +239,13 @@ def test_a_real_compiled_graph_names_what_it_read() -> None:
         assert codes(recorder) == ([] if reset_first else ["FDC201"])
         if not reset_first:
             assert subjects(recorder, EventKind.PARAM_RELEASED)[:1] == ["mixers.0.mats.up"]
+
+
+def test_a_row_whose_compiled_graphs_cannot_be_read_is_not_judged(tmp_path: Path) -> None:
+    """A compiled engine on a torch whose tree nodes the kit cannot read (a stand-in: the node lacks
+    static_input_data_ptrs) is "not-judged" with exit 3, never certified -- though it is correct."""
+    proc = kiln_session(tmp_path, "CASES", "cpu", spec=NATIVE_MODELS / "unreadable_compiled_cases.py")
+    assert judged(tmp_path, proc) == {"unreadable-compiled": ("not-judged", [])}, proc.stdout[-4000:]
+    document = json.loads((tmp_path / "conformance.json").read_text())
+    assert document["exit_code"] == 3
+    assert "not judged: what graph(s) CompiledGraph#" in proc.stdout

@@ -97,6 +97,11 @@ class NativeSubject:
         """The author's own subject object."""
         return self._subject
 
+    @property
+    def native_observer(self) -> GraphObserver:
+        """The observer watching this subject's graphs."""
+        return self._observer
+
     def graphs(self) -> list[Graph]:
         return self._observer.graphs()
 

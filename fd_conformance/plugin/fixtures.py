@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import traceback
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -74,8 +74,12 @@ def missing_subject_members(subject: object) -> list[str]:
     return missing
 
 
+# What the check's observer could not read (native mode), for fd_verdict's conclude()
+UNKNOWN_GRAPHS_KEY: pytest.StashKey[Callable[[], list[str]]] = pytest.StashKey()
+
+
 @pytest.fixture
-def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, None, None]:
+def fd_subject(request: pytest.FixtureRequest, fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, None, None]:
     """The case's model built on this test's runtime, torn down after the test.
 
     Teardown resets every graph the subject still owns and drops it before the next test: in a
@@ -84,7 +88,7 @@ def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, No
 
     Native mode (``graphs="native"``, or a subject without ``graphs()``): the runtime observes
     the framework graphs the model makes itself while the check runs (cases/native.py)."""
-    from fd_conformance.cases.native import declares_native
+    from fd_conformance.cases.native import NativeSubject, declares_native
 
     observer = start_native(fd_runtime) if declares_native(fd_case) else None
     try:
@@ -93,7 +97,11 @@ def fd_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Generator[Subject, No
         if observer is not None:
             observer.close()  # the next check installs its own
         raise
-    yield from native_or_kit(subject, fd_runtime, observer)
+    for native in native_or_kit(subject, fd_runtime, observer):
+        watching = getattr(native, "native_observer", None) if isinstance(native, NativeSubject) else None
+        if watching is not None:
+            request.node.stash[UNKNOWN_GRAPHS_KEY] = watching.unknown_captures
+        yield native
 
 
 def build_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
@@ -184,6 +192,7 @@ def release_subject(subject: Subject, runtime: Runtime) -> None:
 @pytest.fixture
 def fd_verdict(request: pytest.FixtureRequest) -> CheckVerdict:
     """Where a check records findings; ``conclude()`` fails the test on errors."""
-    verdict = CheckVerdict(check_name(request.node))
-    request.node.stash[VERDICT_KEY] = verdict
+    node = request.node
+    verdict = CheckVerdict(check_name(node), unknown_graphs=lambda: node.stash.get(UNKNOWN_GRAPHS_KEY, list)())
+    node.stash[VERDICT_KEY] = verdict
     return verdict

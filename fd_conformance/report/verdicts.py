@@ -23,6 +23,7 @@ from fd_conformance.report.results import (
 # Per-case verdicts. A mutant is "caught" when the suite reports exactly its expected codes.
 CERTIFIED, VIOLATIONS, NOT_RUN, CAUGHT, MISSED = "certified", "violations", "not-run", "caught", "missed"
 INCOMPLETE = "incomplete"  # a check the row owes has no result: the run did not finish
+NOT_JUDGED_ROW = "not-judged"  # a check could not see what a graph captured (verdict.NOT_JUDGED)
 # Only these pass: a row is certified when every check it owes ran (or skipped for its stated
 # reason) and passed; a row that ran nothing (not-run) certified nothing, so it is not a pass.
 PASSING_VERDICTS = frozenset({CERTIFIED, CAUGHT})
@@ -97,6 +98,8 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
         if expect_mutants and expected and not all(_runtime_missing(r) for r in results):
             return MISSED, observed
         return NOT_RUN, observed
+    if not any(r.outcome == FAILED for r in results) and any(_not_judged(r) for r in results):
+        return NOT_JUDGED_ROW, observed  # never certified, nor a caught mutant: nothing was seen
     if expect_mutants and expected:
         failed_unexplained = any(r.outcome == FAILED and not r.codes for r in results)
         return (CAUGHT if observed == expected and not failed_unexplained else MISSED), observed
@@ -109,6 +112,12 @@ def case_verdict(results: Sequence[CheckResult], expect_mutants: bool) -> tuple[
 # missing framework, devices.no_gpu_reason for a cuda row on a GPU-less host), not "the check
 # chose not to run": only these excuse a mutant that ran nothing.
 UNAVAILABLE_SKIP_MARKERS = ("is not installed", "no GPU")
+
+
+def _not_judged(result: CheckResult) -> bool:
+    from fd_conformance.verdict import NOT_JUDGED
+
+    return result.outcome == SKIPPED and result.message.removeprefix("Skipped: ").startswith(NOT_JUDGED)
 
 
 def _runtime_missing(result: CheckResult) -> bool:
@@ -139,8 +148,8 @@ def exit_code(results: Sequence[CheckResult], expect_mutants: bool = False) -> i
     from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK, EXIT_VIOLATIONS
 
     verdicts = [case_verdict(row, expect_mutants)[0] for row in rows_by_key(results).values()]
-    if INCOMPLETE in verdicts:
-        return EXIT_INCOMPLETE
+    if INCOMPLETE in verdicts or NOT_JUDGED_ROW in verdicts:
+        return EXIT_INCOMPLETE  # a verdict that is not final: more must run (or be readable) first
     if verdicts and all(v == NOT_RUN for v in verdicts):
         return EXIT_NOTHING_CERTIFIED
     return EXIT_OK if all(v in PASSING_VERDICTS for v in verdicts) else EXIT_VIOLATIONS

@@ -50,6 +50,10 @@ class GraphObserver(abc.ABC):
     def close(self) -> None:
         """Stop observing and restore the framework's classes; idempotent."""
 
+    def unknown_captures(self) -> list[str]:
+        """Labels of graphs whose captured weights could not be read (their check is not judged)."""
+        return []
+
     def __enter__(self) -> GraphObserver:
         return self
 

@@ -71,6 +71,7 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         self._records: dict[int, GraphRecord] = {}
         self._proxies: dict[int, NativeGraph] = {}  # by id(graph), in capture order; the collected drop out
         self._capturing: list[GraphRecord] = []
+        self._unknown: list[str] = []  # labels of captures whose weights could not be read
         self._numbers = itertools.count(1)
         self._names = ModuleNames()
         self._deaths: DeathQueue[GraphRecord] = DeathQueue(self._report_death)
@@ -290,6 +291,8 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         first = "CompiledGraph" if compiled is not None else (type(modules[0]).__name__ if modules else "graph")
         size = f"@{record.tokens}" if record.tokens is not None else ""
         proxy.label = f"{first}{size}#{proxy.label.rpartition('#')[2]}"
+        if record.unknown:
+            self._unknown.append(proxy.label)
         self.runtime.events.emit(
             EventKind.GRAPH_CAPTURED,
             proxy.label,
@@ -313,9 +316,9 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         return modules, tuple(slots)
 
     def unknown_captures(self) -> list[str]:
-        """Labels of the graphs whose captured weights could not be read (see :mod:`.compiled`):
-        their checks are not judged."""
-        return [r.proxy.label for r in self._records.values() if r.unknown]
+        """Labels of the graphs, alive or not, whose captured weights could not be read (see
+        :mod:`.compiled`): what was judged against them is not judged."""
+        return list(self._unknown)
 
     def _replayed(self, graph: Any) -> None:
         if self._closed:
