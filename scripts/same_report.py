@@ -15,6 +15,8 @@ from typing import Any
 
 VOLATILE_KEYS = {"duration", "generated_at", "started", "worker_pid", "worker_spawned", "worker_wait_s"}
 # Timings, temp paths, pids and heap addresses (an object's id in a message) change every run.
+# Where a checkout's own files are named: everything up to the models/ or fd_conformance/ folder
+REPO_PATH = re.compile(r"/[^\s'\"]*?/(?=models/|fd_conformance/|tests/)")
 TIMING_TEXT = re.compile(r"\d+(\.\d+)? ?(s|ms)\b|/tmp/[^\s'\"]+|pid \d+|0x[0-9a-f]{6,}")
 
 
@@ -39,11 +41,21 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {json.dumps(a)[:200]} != {json.dumps(b)[:200]}"]
 
 
+def comparable(document: dict[str, Any]) -> Any:
+    """The document with ``results`` in node-id order (under ``-n N`` they are listed in the order
+    they finished, which is no verdict) and the checkout it ran from written as ``<repo>`` (two
+    checkouts of one commit name their models' files differently)."""
+    results = document.get("results")
+    if isinstance(results, list):
+        document["results"] = sorted(results, key=lambda r: str(r.get("nodeid", "")))
+    return json.loads(REPO_PATH.sub("<repo>/", json.dumps(document)))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python scripts/same_report.py A/conformance.json B/conformance.json", file=sys.stderr)
         return 2
-    a, b = (normalised(json.load(open(path, encoding="utf-8"))) for path in argv)
+    a, b = (normalised(comparable(json.load(open(path, encoding="utf-8")))) for path in argv)
     diffs = differences(a, b)
     for line in diffs[:40]:
         print(line)
