@@ -90,8 +90,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _group(item: pytest.Item) -> str | None:
+    """The xdist group of ``item``: its module's, or the one a test names itself (a few tests of a
+    module that share one module-scoped session: ``@pytest.mark.xdist_group(NAME)``)."""
     module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-    return module if module in SHARED_SESSION_MODULES else None
+    if module in SHARED_SESSION_MODULES:
+        return module
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker is not None and marker.args else None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -100,7 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return  # a serial run keeps the collection order; an inner session is left as it is
     for item in items:
         group = _group(item)
-        if group:
+        if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
     try:
         recorded: dict[str, float] = json.loads(DURATIONS.read_text())

@@ -63,9 +63,21 @@ def test_deselecting_the_check_that_fails_leaves_the_row_incomplete(tmp_path: Pa
     assert "## Deselected" in (tmp_path / "r" / "certificate.md").read_text()
 
 
-def test_rows_deselected_whole_leave_the_selected_rows_certified(tmp_path: Path) -> None:
+# One session read by three tests (each once ran its own: the same spec and selection, or a part
+# of it): on one xdist worker, so that it runs once under `-n 2` too (tests/conftest.py).
+ACME_MTP_SESSION = pytest.mark.xdist_group("test_verdict-acme_mtp_session")
+
+
+@pytest.fixture(scope="module")
+def acme_mtp_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str]:
+    """Every Acme case given, -k picking the good one's row whole: exit code, document, output."""
+    return suite(tmp_path_factory.mktemp("acme-mtp") / "r", f"{ACME}:CASES", "-k", "acme-lm-mtp")
+
+
+@ACME_MTP_SESSION
+def test_rows_deselected_whole_leave_the_selected_rows_certified(acme_mtp_session: tuple[int, dict[str, Any], str]) -> None:
     """No false incomplete: -k that picks whole rows (a case name) owes nothing for the others."""
-    rc, document, output = suite(tmp_path / "r", f"{ACME}:CASES", "-k", "acme-lm-mtp")
+    rc, document, output = acme_mtp_session
     assert [(c["name"], c["verdict"]) for c in document["cases"]] == [("acme-lm-mtp", report.CERTIFIED)], output
     assert document["run"]["deselected"] == [] and rc == EXIT_OK, output
 
@@ -83,13 +95,15 @@ def test_run_and_pytest_give_one_answer_for_a_partial_selection(tmp_path: Path) 
     assert "owed check(s) deselected" in out_run
 
 
-@pytest.mark.parametrize("device", ["all", None])
-def test_pytest_exit_status_is_the_reports(tmp_path: Path, device: str | None) -> None:
+@pytest.mark.parametrize("device", ["all", pytest.param(None, marks=ACME_MTP_SESSION)])
+def test_pytest_exit_status_is_the_reports(tmp_path: Path, device: str | None, request: pytest.FixtureRequest) -> None:
     """Issue 24.2: on a CPU host --fd-device=all adds a cuda row that cannot run; the certificate
     said FAIL while pytest exited 0. Whatever the rows, pytest's exit status is the report's; the
-    default selects the rows this machine can run, as `run` does."""
-    extra = ["-k", "acme-lm-mtp"] + ([f"--fd-device={device}"] if device else [])
-    rc, document, output = suite(tmp_path / "r", f"{ACME}:GOOD", *extra)
+    default selects the rows this machine can run, as `run` does (the shared session: no device given)."""
+    if device is None:
+        rc, document, output = request.getfixturevalue("acme_mtp_session")
+    else:
+        rc, document, output = suite(tmp_path / "r", f"{ACME}:GOOD", "-k", "acme-lm-mtp", f"--fd-device={device}")
     assert rc == document["exit_code"], output
     if device is None:
         assert {c["device"] for c in document["cases"]} == {"cpu"} and rc == EXIT_OK, output
@@ -127,9 +141,10 @@ def test_a_runtime_no_named_case_is_written_for_is_a_usage_error(tmp_path: Path)
     assert "fix: drop the runtime option or set it to torch" in lines[0]
 
 
-def test_a_user_session_shows_no_assert_rewrite_warning(tmp_path: Path) -> None:
+@ACME_MTP_SESSION
+def test_a_user_session_shows_no_assert_rewrite_warning(acme_mtp_session: tuple[int, dict[str, Any], str]) -> None:
     """Issue 24.15: the plugin's own modules drew three PytestAssertRewriteWarnings per session."""
-    _, _, output = suite(tmp_path / "r", f"{ACME}:GOOD", "-k", "acme-lm-mtp and protocol")
+    _, _, output = acme_mtp_session
     assert "PytestAssertRewriteWarning" not in output, output
 
 
