@@ -616,3 +616,32 @@ def test_framework_free_checks_are_collected_first() -> None:
     rest = [node for node in ids if "test_config.py::" not in node]
     files = [node.split("::")[0] for node in rest]
     assert rest and files == sorted(files), files  # the others keep pytest's (file) order
+
+
+def test_a_failed_checks_subject_does_not_outlive_its_teardown() -> None:
+    """pytest keeps a failed test's traceback in sys.last_traceback until the next test's call, and
+    its frames hold the subject: release_subject forgets it, or a failed check's model (graphs,
+    pools, kept outputs) lives on into the next check's setup in the same worker."""
+    import weakref
+
+    from _helpers import torch_cpu_runtime
+
+    from fd_conformance.plugin.fixtures import release_subject
+
+    class Subject:
+        def graphs(self) -> list[Any]:
+            return []
+
+    def failing_check(subject: Subject) -> None:
+        raise AssertionError("a contract violation")
+
+    subject = Subject()
+    alive = weakref.ref(subject)
+    try:
+        failing_check(subject)
+    except AssertionError as error:  # what pytest_runtest_call does with a failure
+        sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__
+    release_subject(subject, torch_cpu_runtime())
+    del subject
+    assert alive() is None
+    assert sys.last_traceback is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import traceback
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
@@ -167,9 +168,23 @@ def native_or_kit(subject: Subject, runtime: Runtime, observer: GraphObserver | 
         observer.close()
 
 
+LAST_FAILURE = ("last_type", "last_value", "last_traceback", "last_exc")  # what pytest keeps in sys
+
+
+def forget_last_failure() -> None:
+    for name in LAST_FAILURE:
+        if getattr(sys, name, None) is not None:
+            setattr(sys, name, None)
+
+
 def release_subject(subject: Subject, runtime: Runtime) -> None:
     """Best-effort cleanup: reset graphs directly (the model's own clear may be the mutant's bug),
-    then collect garbage, tear down the groups it left alive and return cached memory to the device."""
+    then collect garbage, tear down the groups it left alive and return cached memory to the device.
+
+    A failed check's traceback is kept by pytest in ``sys.last_traceback`` (for post-mortem use)
+    until the next failure, and its frames hold the subject: forgotten here, or a failed check's
+    model -- its graphs, pools, kept outputs -- lives on into the next check of the worker."""
+    forget_last_failure()
     try:
         graphs = list(subject.graphs())
     except Exception:  # noqa: BLE001 - a broken subject was already judged by its check
