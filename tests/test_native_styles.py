@@ -145,6 +145,22 @@ def test_a_compiled_graph_whose_node_cannot_be_read_is_unknown_not_empty(observe
     assert len(observer.unknown_captures()) == 1
 
 
+def test_the_tree_managers_pool_keeping_graph_is_an_empty_capture_not_an_unknown_one(
+    observer: TorchGraphObserver, rt: TorchRuntime
+) -> None:
+    """A cudagraph tree's manager captures one empty graph when made (it keeps the pool alive): it
+    reads nothing, so it is neither unknown nor a graph of the models' weights."""
+    trees = importlib.import_module(TREES)
+    manager = trees.CUDAGraphTreeManager.__new__(trees.CUDAGraphTreeManager)
+    manager.graph = torch.cuda.CUDAGraph()
+    _, record = node_recording(manager.graph, [], [])
+    with LifecycleRecorder(rt) as recorder:
+        record(manager, lambda: None)
+    captured = [e for e in recorder.events if e.kind is EventKind.GRAPH_CAPTURED]
+    assert [e.buffers for e in captured] == [()]
+    assert observer.unknown_captures() == []
+
+
 def test_a_plain_capture_is_not_taken_for_a_compiled_one(observer: TorchGraphObserver, rt: TorchRuntime) -> None:
     """With the trees module loaded, a capture outside it is judged by its modules as before."""
     importlib.import_module(TREES)

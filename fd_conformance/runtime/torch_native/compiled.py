@@ -32,6 +32,9 @@ class CompiledCapture:
 
 
 UNKNOWN = CompiledCapture(None)
+EMPTY = CompiledCapture(frozenset())
+# The tree manager captures one empty graph when it is made, to keep its memory pool alive
+KEEPER = "CUDAGraphTreeManager"
 
 
 def compiled_capture(graph: Any) -> CompiledCapture | None:
@@ -50,8 +53,11 @@ def compiled_capture(graph: Any) -> CompiledCapture | None:
         if frame.f_code.co_filename == filename:
             inside = True
             owner = frame.f_locals.get("self")
-            if node_class is not None and isinstance(owner, node_class) and getattr(owner, "graph", None) is graph:
-                return _read_node(owner)
+            if getattr(owner, "graph", None) is graph:
+                if node_class is not None and isinstance(owner, node_class):
+                    return _read_node(owner)
+                if type(owner).__name__ == KEEPER:
+                    return EMPTY  # the tree's pool keeper: an empty capture (it reads nothing)
         frame = frame.f_back
     return UNKNOWN if inside else None
 
