@@ -22,6 +22,7 @@ GPU_ONLY_RC = 2  # a script that needs GPUs this host lacks says so in a line st
 
 # script -> (exit code on this CPU host, text its output must hold)
 EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
+    "cublas_workspaces.py": (GPU_ONLY_RC, ("needs a CUDA GPU",)),
     "comm_group_cost.py": (0, ("communication group cost on cpu", "subject build (median of the rest)")),
     "fastdeploy_bridge.py": (0, ("== HEAD~2", "runner  main=on/draft=on/mtp clear: FDC201 FDC202", "runner  clean")),
     "first_result.py": (0, ("phases of the first check (torch-glm4-moe on cpu", "session in-process", "first result")),
@@ -32,6 +33,7 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "lint_fastdeploy.py": (0, ("overall: 3 commits, TP 2, FP 0, FN 0",)),
     "lint_speed.py": (0, ("full tree (jobs=1)       files: 40", "changed files + context  files: 4")),
     "main_job_ab.py": (0, ("plan (collection done) at", "fd-conformance: ")),
+    "native_hook_ab.py": (0, ("per capture, 32 modules, median of 1",)),
     "native_overhead.py": (0, ("native hooks overhead on cpu", "quill decoder (hidden 32, 8 tokens)", "serving stack")),
     # issue 25's bench (another session's work, landing beside this file): its own --quick
     "shard_merge.py": (0, ("| 7 | 0,0,0,0,0,0,0 |", "every merge gave the unsharded verdicts")),
