@@ -125,13 +125,20 @@ PRE_CAPTURE_WALK_LIMIT = 200_000
 def _held_by(obj: Any, root: Any) -> Iterable[Any]:
     """What ``obj`` holds, for the walk. A function contributes its closure, defaults and
     attributes; its module globals only for the captured callable itself (a global arena it
-    writes into), never for every function met on the way (everything is reachable from those)."""
+    writes into), never for every function met on the way (everything is reachable from those).
+    Of those globals, not the module's own dunders: under pytest ``__loader__`` is its rewriting
+    hook, through which the config, the session and every collected item were walked (21,000
+    objects a capture instead of 1,000)."""
     if isinstance(obj, types.FunctionType):
         held = function_state(obj)
         if any(obj is start for start in (root, getattr(root, "__func__", None))):
-            held.append(obj.__globals__)
+            held.extend(value for name, value in obj.__globals__.items() if not _is_dunder(name))
         return held
     return gc.get_referents(obj)
+
+
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
 
 
 def tensors_reachable(root: Any, is_tensor: Callable[[Any], bool], limit: int = PRE_CAPTURE_WALK_LIMIT) -> list[Any]:
