@@ -13,6 +13,9 @@ call holds the GIL, and its ``thread`` method would kill the whole session, so t
 pytest-timeout value (marker or ``--timeout``) becomes the watchdog deadline and pytest-timeout
 is disarmed for that item (a ``timeout(0)`` marker, in parent and worker). Non-isolated items
 keep pytest-timeout as usual. Under pytest-xdist each xdist worker owns its own isolation worker.
+
+PYTEST_DONT_REWRITE: holds no test assertions (plugin.results_log imports it before pytest registers it:
+rewriting it then would warn in every session that loads the kit).
 """
 
 from __future__ import annotations

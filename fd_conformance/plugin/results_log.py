@@ -6,6 +6,8 @@ process, or xdist's controller, which re-fires its workers' reports as junitxml 
 see them), the plan line where collection happens (this process, or each xdist worker), the session
 line where an in-process session ends (under xdist ``run`` writes it). A test's phases are folded
 into one :class:`~fd_conformance.matrix_keys.check_record.CheckRecord` and appended as it ends.
+
+PYTEST_DONT_REWRITE: holds no test assertions.
 """
 
 from __future__ import annotations
