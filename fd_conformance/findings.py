@@ -141,6 +141,7 @@ def rule_page(rule: Rule) -> str:
             "",
             "### Where",
             "Detected by " + ", ".join(f"`{d}`" for d in rule.detectors) + ".",
+            *(["Also reported by " + ", ".join(f"`{m}`" for m in rule.emitted_by) + "."] if rule.emitted_by else []),
             "Tripped by " + ", ".join(f"`{t}`" for t in rule.trips) + "; not by " + ", ".join(f"`{c}`" for c in rule.clean) + ".",
         ]
     )
