@@ -18,10 +18,6 @@ from fd_conformance.findings import Finding
 NOT_JUDGED = "not judged"
 
 
-def no_unknown_graphs() -> list[str]:
-    return []
-
-
 @dataclass
 class CheckVerdict:
     """Findings of one check on one case; errors fail the test, warnings are only reported.
@@ -29,7 +25,7 @@ class CheckVerdict:
 
     check: str
     findings: list[Finding] = field(default_factory=list)
-    unknown_graphs: Callable[[], list[str]] = no_unknown_graphs
+    unknown_graphs: Callable[[], list[str]] = list
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -137,7 +137,14 @@ def _orphan_after_controller_kill(
         "-k",
         "orphan or plain",
     ]
-    full_env = {**os.environ, "PYTHONPATH": str(TESTS), "FDC_TEST_PID_FILE": str(pid_file), **(env or {})}
+    # TMPDIR: the SIGKILLed controller cannot remove its worker's temp dir; it stays in this test's own
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(TESTS),
+        "FDC_TEST_PID_FILE": str(pid_file),
+        "TMPDIR": str(tmp_path),
+        **(env or {}),
+    }
     controller = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

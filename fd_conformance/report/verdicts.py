@@ -19,6 +19,7 @@ from fd_conformance.report.results import (
     XFAILED,
     CheckResult,
 )
+from fd_conformance.verdict import NOT_JUDGED
 
 # Per-case verdicts. A mutant is "caught" when the suite reports exactly its expected codes.
 CERTIFIED, VIOLATIONS, NOT_RUN, CAUGHT, MISSED = "certified", "violations", "not-run", "caught", "missed"
@@ -115,8 +116,6 @@ UNAVAILABLE_SKIP_MARKERS = ("is not installed", "no GPU")
 
 
 def _not_judged(result: CheckResult) -> bool:
-    from fd_conformance.verdict import NOT_JUDGED
-
     return result.outcome == SKIPPED and result.message.removeprefix("Skipped: ").startswith(NOT_JUDGED)
 
 

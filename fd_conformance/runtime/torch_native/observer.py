@@ -278,10 +278,10 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         self._names.stale()
         modules = list(record.modules.values())
         record.slots, record.refs_at = self._captured_slots(modules), -1
-        record.modules, record.unknown = {}, False
+        record.modules = {}
         compiled = compiled_capture(graph)
+        record.compiled = compiled is not None
         if compiled is not None:  # torch.compile's cudagraph trees: what it reads is its static inputs
-            record.compiled, record.unknown = True, compiled.pointers is None
             static_modules, static_slots = self._slots_reading(compiled.pointers or frozenset())
             modules, record.slots = modules + static_modules, record.slots + static_slots
             record.tokens = compiled.tokens if record.tokens is None else record.tokens
@@ -291,7 +291,7 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         first = "CompiledGraph" if compiled is not None else (type(modules[0]).__name__ if modules else "graph")
         size = f"@{record.tokens}" if record.tokens is not None else ""
         proxy.label = f"{first}{size}#{proxy.label.rpartition('#')[2]}"
-        if record.unknown:
+        if compiled is not None and compiled.pointers is None:
             self._unknown.append(proxy.label)
         self.runtime.events.emit(
             EventKind.GRAPH_CAPTURED,

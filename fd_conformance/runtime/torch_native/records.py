@@ -38,7 +38,6 @@ class GraphRecord:
     refs: tuple[BufferRef, ...] = ()
     refs_at: int = -1
     compiled: bool = False  # recorded by torch.compile's cudagraph trees (it dies with its tree)
-    unknown: bool = False  # a compiled capture whose static inputs could not be read: not judged
 
 
 class NativeGraph(Graph):
