@@ -20,6 +20,11 @@ LifecycleRecorder listening, as during a check), in alternating rounds, medians 
   captured size's ``wrapper.forward(inputs)`` (input copy, replay, outputs) in turn, N times,
   one synchronize, per forward -- a decode step as the engine pays it;
 
+* compiled (torch.compile, mode="reduce-overhead"), Kiln's model: what reading a cudagraph-tree
+  capture's static inputs costs (``compiled_capture``'s stack walk, per capture, against the tree's
+  whole warm-up + record of that graph), and a compiled forward that replays the recorded graph,
+  per call, hooks off/on (the replay hook runs inside the tree's replay);
+
 * hooks alone: the same captures around a graph class that does nothing (no device, no graph
   work), so what is left is the hooks' own Python per capture and per module call -- the fixed
   cost the capture column's percentage divides by the device's capture time.
@@ -232,6 +237,68 @@ def reference_rows(runtime: Runtime, rounds: int) -> None:
             subject.runner.close()
 
 
+def compiled_rows(runtime: Runtime, rounds: int, calls: int = 500) -> None:
+    """The compiled row (see the module docstring): a fresh compile a round, recorded, then replayed."""
+    from kiln.model import KilnLM
+
+    import fd_conformance.runtime.torch_native.observer as observer_module
+
+    walk: list[float] = []
+    read = observer_module.compiled_capture
+
+    def timed_read(graph: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return read(graph)
+        finally:
+            walk.append(time.perf_counter() - start)
+
+    def record_and_replay(net: torch.nn.Module) -> tuple[float, float]:
+        fast = torch.compile(net, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        ids = torch.zeros(4, dtype=torch.long, device="cuda")
+        fast(ids)  # compile + warm-up run
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fast(ids)  # the tree records its graph here
+        torch.cuda.synchronize()
+        recorded = time.perf_counter() - start
+        for _ in range(10):
+            fast(ids)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fast(ids)
+        torch.cuda.synchronize()
+        return recorded, (time.perf_counter() - start) / calls
+
+    observer_module.compiled_capture = timed_read  # type: ignore[assignment]
+    try:
+        pairs, records = [], []
+        for _ in range(rounds):
+            row = []
+            for hooks in (False, True):
+                torch.compiler.reset()
+                net = KilnLM().cuda()
+                recorded, per_call = measure(hooks, runtime, record_and_replay, net)
+                row.append(per_call)
+                if hooks:
+                    records.append(recorded)
+            pairs.append(row)
+        torch.compiler.reset()
+    finally:
+        observer_module.compiled_capture = read  # type: ignore[assignment]
+    ratios = [100 * (on / off - 1) for off, on in pairs]
+    off, on = (statistics.median(col) * 1e6 for col in zip(*pairs, strict=True))
+    print(
+        f"  compiled Kiln LM: compiled_capture {statistics.median(walk) * 1e6:.1f} us per capture ({len(walk)} captures),"
+        f" a tree record (warm-up + capture) {statistics.median(records) * 1e3:.2f} ms"
+    )
+    print(
+        f"  compiled Kiln LM: replay per forward off/on {off:.1f}/{on:.1f} us"
+        f" {statistics.median(ratios):+.1f}% [{min(ratios):+.1f}, {max(ratios):+.1f}]"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating off/on rounds (default 5)")
@@ -288,6 +355,8 @@ def main() -> int:
         if not args.quick:
             print("reference models: runner.capture_model() off/on (warm-ups included), then replay, a forward through a graph:")
             reference_rows(runtime, args.rounds)
+            print("torch.compile(mode='reduce-overhead'): reading a tree capture's static inputs, and its replay:")
+            compiled_rows(runtime, args.rounds)
         print("hooks alone (a graph class that captures nothing; the model's forward on this host's CPU):")
         for label, model, x in models("cpu", args.quick, hidden=64):
             start = time.perf_counter()
