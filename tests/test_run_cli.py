@@ -195,7 +195,15 @@ def test_broken_external_model_fails_with_codes(model_dir: Path) -> None:
     ("args", "message"),
     [
         (["--model", "author_models.nope:CASE"], "--model 'author_models.nope:CASE': module 'author_models.nope' not found"),
-        (["--model", "author_models.tiny:NOPE"], "has no attribute 'NOPE'"),
+        # found by the child (the parent only locates the module): named as the user wrote it
+        (
+            ["--model", "author_models.tiny:NOPE"],
+            "error: --model 'author_models.tiny:NOPE': 'author_models.tiny' has no attribute 'NOPE'",
+        ),
+        (
+            ["--model", "author_models/tiny.py:NOPE"],
+            "error: --model 'author_models/tiny.py:NOPE': 'author_models/tiny.py' has no attribute",
+        ),
         (["--cycles", "2"], "--cycles 2 is below 3"),
         (["--cycles", "1000000"], "--cycles 1000000 is above 1000; fix: pass at most 1000"),  # issue 36 c
         (["--runtime", "jax"], "invalid choice: 'jax'"),
@@ -442,6 +450,7 @@ def test_cli_minimum_cycles_matches_the_plugin() -> None:
     from fd_conformance.plugin import options
 
     assert run_cli.MIN_CYCLES == options.MIN_CYCLES == 3
+    assert run_cli.CHILD_SPEC_OPTION == options.FD_MODEL  # the child's word for a spec, renamed to --model
 
 
 # --- issue 11: results.jsonl, progress, interruption, the lock on --out, bad inputs ---------------

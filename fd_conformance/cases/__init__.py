@@ -18,6 +18,7 @@ from fd_conformance.cases.loading import (
     installed_cases_with_origin,
     load_spec,
     load_spec_with_origin,
+    locate_spec,
 )
 from fd_conformance.cases.selection import KNOWN_RUNTIMES, apply_selection, read_selection, select_cases
 from fd_conformance.cases.shard import SHARD_FORM, Shard, parse_shard, partition, read_durations, shard_of
@@ -37,6 +38,7 @@ __all__ = [
     "installed_cases",
     "installed_cases_with_origin",
     "load_spec",
+    "locate_spec",
     "load_spec_with_origin",
     "parse_shard",
     "partition",

@@ -27,12 +27,61 @@ ENTRY_POINT_GROUP = "fd_conformance.cases"
 SPEC_FORM = "module:attr or path/to/file.py:attr"
 
 
+def locate_spec(spec: str, source: str = "--fd-model") -> None:
+    """What can be checked of a spec without importing its module (which may import a framework,
+    1-2 s): its form, and that its file or module exists. ``fd-conformance run`` checks this much
+    before it starts pytest; the import, the attribute and the cases are the session's to check."""
+    module_part, _ = split_spec(spec, source)
+    if module_part.endswith(".py"):
+        _spec_file(spec, module_part, source)
+        return
+    try:
+        found = importlib.util.find_spec(module_part)
+    except ModuleNotFoundError as err:
+        missing = err.name or ""
+        if missing and module_part.startswith(missing + "."):
+            raise _not_found(spec, module_part, source, missing) from err
+        return  # a parent package that imports something missing: the session's import says what
+    except Exception:  # noqa: BLE001 - a parent package that fails to import: the session reports it
+        return
+    if found is None:
+        raise _not_found(spec, module_part, source, module_part)
+
+
+def split_spec(spec: str, source: str) -> tuple[str, str]:
+    """(module or file, attribute) of a spec, or the one-line error for one of another form."""
+    module_part, sep, attr_part = spec.rpartition(":")
+    # "C:\\x.py" style drive letters aside, a spec needs exactly one module/attr split.
+    if not sep or not module_part or not attr_part:
+        raise UsageError(f"{source} {spec!r} is not {SPEC_FORM}", f"write it as {SPEC_FORM}, e.g. mypkg.cases:all_cases")
+    return module_part, attr_part
+
+
+def _spec_file(spec: str, module_part: str, source: str) -> Path:
+    path = Path(module_part).resolve()
+    if not path.is_file():
+        raise UsageError(f"{source} {spec!r}: file {module_part!r} not found", f"give an existing .py file ({SPEC_FORM})")
+    return path
+
+
+def _not_found(spec: str, module_part: str, source: str, missing: str) -> UsageError:
+    beside = _in_cwd_not_on_path(missing.split(".")[0])
+    if beside:
+        return UsageError(
+            f"{source} {spec!r}: module {module_part!r} not found: {beside!r} is in the current directory, "
+            "which is not on sys.path (plain `pytest` does not add it)",
+            f"run `python -m pytest ...`, set PYTHONPATH=., or use the file form {module_part.replace('.', '/')}.py:{spec.rpartition(':')[2]}",
+        )
+    return UsageError(
+        f"{source} {spec!r}: module {module_part!r} not found",
+        "check the spelling, install the package, or run from the directory that contains it (it must be on sys.path)",
+    )
+
+
 def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
     """Import by dotted name, or by file path when the spec points at a ``.py`` file."""
     if module_part.endswith(".py"):
-        path = Path(module_part).resolve()
-        if not path.is_file():
-            raise UsageError(f"{source} {spec!r}: file {module_part!r} not found", f"give an existing .py file ({SPEC_FORM})")
+        path = _spec_file(spec, module_part, source)
         # A stable digest, not hash(): str hashes are salted per process (PYTHONHASHSEED), and an
         # isolation worker or xdist worker must derive the same module name (pickling by name).
         digest = hashlib.sha256(str(path).encode("utf-8")).hexdigest()[:16]
@@ -59,17 +108,7 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
     except ModuleNotFoundError as err:
         missing = err.name or ""
         if missing and (module_part == missing or module_part.startswith(missing + ".")):
-            beside = _in_cwd_not_on_path(missing.split(".")[0])
-            if beside:
-                raise UsageError(
-                    f"{source} {spec!r}: module {module_part!r} not found: {beside!r} is in the current directory, "
-                    "which is not on sys.path (plain `pytest` does not add it)",
-                    f"run `python -m pytest ...`, set PYTHONPATH=., or use the file form {module_part.replace('.', '/')}.py:{spec.rpartition(':')[2]}",
-                ) from err
-            raise UsageError(
-                f"{source} {spec!r}: module {module_part!r} not found",
-                "check the spelling, install the package, or run from the directory that contains it (it must be on sys.path)",
-            ) from err
+            raise _not_found(spec, module_part, source, missing) from err
         raise UsageError(
             f"{source} {spec!r}: importing {module_part!r} failed: {_one_line(err)}",
             "install what that module imports",
@@ -164,10 +203,7 @@ def load_spec(spec: str, source: str = "--fd-model") -> list[ModelCase]:
 
 def load_spec_with_origin(spec: str, source: str = "--fd-model") -> list[tuple[ModelCase, str]]:
     """:func:`load_spec`, each case with where it came from (for errors naming two sources)."""
-    module_part, sep, attr_part = spec.rpartition(":")
-    # "C:\\x.py" style drive letters aside, a spec needs exactly one module/attr split.
-    if not sep or not module_part or not attr_part:
-        raise UsageError(f"{source} {spec!r} is not {SPEC_FORM}", f"write it as {SPEC_FORM}, e.g. mypkg.cases:all_cases")
+    module_part, attr_part = split_spec(spec, source)
     module = _import_spec_module(spec, module_part, source)
     value: Any = module
     for part in attr_part.split("."):

@@ -69,12 +69,18 @@ def record_session_end(out: Path, returncode: int) -> None:
     log.close()
 
 
-def judge_session(returncode: int, log: str, out: Path, quiet: bool = False, allow_empty: bool = False) -> int:
+def judge_session(
+    returncode: int, log: str, out: Path, quiet: bool = False, allow_empty: bool = False, renames: dict[str, str] | None = None
+) -> int:
     """The command's exit code from pytest's and the document's: a session pytest did not finish
-    normally (INTERNALERROR, interrupted) is never a PASS, whatever partial results it wrote."""
+    normally (INTERNALERROR, interrupted) is never a PASS, whatever partial results it wrote.
+    ``renames``: the child's words for the user's (its option and spec -> the command's)."""
     json_path = out / "conformance.json"
     if returncode == PYTEST_USAGE_ERROR:
-        print(f"fd-conformance run: error: {usage_line(log)}", file=sys.stderr)
+        line = usage_line(log)
+        for child, user in (renames or {}).items():
+            line = line.replace(child, user)
+        print(f"fd-conformance run: error: {line}", file=sys.stderr)
         for name in RUN_FILES:  # a refused run leaves no file: what the child began goes
             (out / name).unlink(missing_ok=True)
         return EXIT_USAGE

@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from fd_conformance.cases import load_spec, read_selection
+from fd_conformance.cases import locate_spec, read_selection
 from fd_conformance.cli import shard as shard_cli  # --shard K/N, --durations FILE
 from fd_conformance.cli.child import run_child
 from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: re-exported, tests read them here
@@ -39,7 +39,11 @@ from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: 
 )
 from fd_conformance.cli.judge import usage_line as _usage_line  # noqa: F401 - re-exported: tests read it here
 from fd_conformance.cli.outdir import LOG_NAME, OutLock, keep_previous
-from fd_conformance.cli.pytest_command import NO_HYPOTHESIS_PLUGIN, pytest_command  # noqa: F401 - benches read the first here
+from fd_conformance.cli.pytest_command import (  # noqa: F401 - benches read NO_HYPOTHESIS_PLUGIN here
+    NO_HYPOTHESIS_PLUGIN,
+    absolute_spec,
+    pytest_command,
+)
 from fd_conformance.cli.unfinished import report_interrupted
 from fd_conformance.cli.workers import capped_workers
 from fd_conformance.errors import EXIT_USAGE, MAX_CYCLES, UsageError, validate_directory, validate_int
@@ -82,6 +86,7 @@ PYTEST_ARGS_HELP = (
 )
 
 DEFAULT_OUT = "fd-conformance-report"
+CHILD_SPEC_OPTION = "--fd-model"  # plugin.options.FD_MODEL, without importing pytest here (a test keeps them equal)
 MIN_CYCLES = 3  # plugin.MIN_CYCLES, without importing pytest here (a test keeps them equal)
 DEVICE_CHOICES = ("auto", "all", "cpu", "cuda")
 TEMP_PREFIX = "fd-conformance-run-"
@@ -152,8 +157,10 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
 
 
 def _validate_specs(specs: list[str]) -> None:
-    """Load every --model spec here, so a bad one is reported under OUR option name (the pytest
-    child would name its own --fd-model). Specs resolve against the cwd, as in the child."""
+    """Locate every --model spec here (its form, its file or module), so a typo fails in
+    milliseconds. Importing it is the child's: the module imports a framework (1-2 s of CPU, paid
+    again by the child and its workers), and the child's errors reach the user under OUR option
+    name all the same (:func:`spec_renames`). Specs resolve against the cwd, as in the child."""
     if not specs:
         return
     cwd = os.getcwd()
@@ -161,16 +168,27 @@ def _validate_specs(specs: list[str]) -> None:
     if added:
         sys.path.insert(0, cwd)
     try:
-        # Only a pre-flight: the child imports these modules again and pytest.log keeps their
-        # warnings; here a framework's import-time warning (torch's pynvml FutureWarning) would
-        # be all the user sees around a one-line error.
+        # A parent package's import-time warning (torch's pynvml FutureWarning) would be all the
+        # user sees around a one-line error; the child's pytest.log keeps such warnings.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for spec in specs:
-                load_spec(spec, source="--model")
+                locate_spec(spec, source="--model")
     finally:
         if added:
             sys.path.remove(cwd)
+
+
+def spec_renames(specs: list[str]) -> dict[str, str]:
+    """The child's name for each spec (``--fd-model '/abs/m.py:CASES'``) -> the user's
+    (``--model 'm.py:CASES'``): a usage error the child reports reads as if this command had."""
+    renames = {}
+    for spec in specs:
+        child = absolute_spec(spec)
+        renames[f"{CHILD_SPEC_OPTION} {child!r}"] = f"--model {spec!r}"
+        if child != spec:  # a file spec: the file as the user wrote it, too
+            renames[repr(child.rpartition(":")[0])] = repr(spec.rpartition(":")[0])
+    return renames
 
 
 def remove_stale_temp_dirs() -> None:
@@ -216,7 +234,9 @@ def run(args: argparse.Namespace) -> int:
         log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
         if session_judged(returncode, out):
             record_session_end(out, returncode)  # an unfinished one is closed by judge_session's report
-        code = judge_session(returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty))
+        code = judge_session(
+            returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
+        )
         lock.refused = code == EXIT_USAGE  # pytest refused the arguments: the directory it made goes too
         return code
 
