@@ -216,16 +216,18 @@ def test_bad_input_exits_2_with_one_line(model_dir: Path, args: list[str], messa
     assert "Traceback" not in proc.stderr
 
 
-def test_a_refused_run_leaves_the_earlier_reports_where_they_were(model_dir: Path) -> None:
-    """A spec that fails where pytest loads it (no such attribute) is refused after the earlier
-    run's reports were moved to previous/: they come back, and nothing of the refused run stays."""
+def test_a_spec_refused_by_the_session_keeps_the_earlier_reports_aside(model_dir: Path) -> None:
+    """A spec that fails where pytest loads it (no such attribute; the command itself only locates
+    the module) is refused like any usage error: no report in --out that a later CI step could take
+    for this run's, and the earlier run's reports kept, byte for byte, in previous/."""
     out = model_dir / "r"
     out.mkdir()
     _passing_document(out)
     before = {path.name: path.read_bytes() for path in out.iterdir()}
     proc = run_cli(model_dir, "--model", "author_models.tiny:NOPE", "--out", str(out))
     assert proc.returncode == 2 and "has no attribute 'NOPE'" in proc.stderr, proc.stdout + proc.stderr
-    assert {path.name: path.read_bytes() for path in out.iterdir()} == before, sorted(p.name for p in out.iterdir())
+    assert not any((out / name).exists() for name in before), sorted(p.name for p in out.iterdir())
+    assert {path.name: path.read_bytes() for path in (out / "previous").iterdir()} == before
 
 
 def test_nothing_selected_certifies_nothing_exit_4(model_dir: Path) -> None:

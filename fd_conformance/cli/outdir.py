@@ -207,23 +207,6 @@ def keep_previous(out: Path) -> tuple[Path | None, Path | None]:
     return previous, retired
 
 
-def restore_previous(out: Path, moved: Path | None, retired: Path | None) -> None:
-    """Undo :func:`keep_previous` for a run refused after it moved the files (pytest rejected its
-    arguments, or a --model spec failed to load there): the earlier run's reports go back to OUT
-    and the older previous/ gets its name back, so a typo leaves --out as the user had it."""
-    if moved is None:
-        return
-    for name in RUN_FILES:
-        if (moved / name).exists() and not (out / name).exists():
-            (moved / name).replace(out / name)
-    try:
-        moved.rmdir()  # only when empty
-    except OSError:
-        return
-    if retired is not None:
-        retired.rename(moved)
-
-
 def _retired_name(previous: Path) -> Path:
     """previous-<UTC time its newest file was written>, the end of the run it holds (a rename keeps
     mtimes), so the older generations sort by age; -2, -3... when two ended in the same second."""

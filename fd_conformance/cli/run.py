@@ -38,7 +38,7 @@ from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: 
     session_judged,
 )
 from fd_conformance.cli.judge import usage_line as _usage_line  # noqa: F401 - re-exported: tests read it here
-from fd_conformance.cli.outdir import LOG_NAME, OutLock, keep_previous, restore_previous
+from fd_conformance.cli.outdir import LOG_NAME, OutLock, keep_previous
 from fd_conformance.cli.pytest_command import (  # noqa: F401 - benches read NO_HYPOTHESIS_PLUGIN here
     NO_HYPOTHESIS_PLUGIN,
     absolute_spec,
@@ -237,11 +237,10 @@ def run(args: argparse.Namespace) -> int:
         code = judge_session(
             returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
         )
-        if code == EXIT_USAGE:  # pytest refused the arguments: --out goes back to how it was
-            restore_previous(out, moved, retired)
-            if moved is not None and not args.quiet:
-                print(f"fd-conformance run: the earlier run's reports are back in {out} (this run was refused)")
-            lock.refused = True  # and a directory the lock made goes too
+        # pytest refused the arguments (or a --model spec failed to load there): the directory the
+        # lock made goes too. The earlier run's reports stay in previous/: put back, a refused
+        # run's --out would hold a passing report that a later CI step could take for this run's.
+        lock.refused = code == EXIT_USAGE
         return code
 
 
