@@ -41,6 +41,7 @@ runs the same modules at hidden 64: the hooks' cost depends on how many there ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -271,8 +272,9 @@ def compiled_rows(runtime: Runtime, rounds: int, calls: int = 500) -> None:
         torch.cuda.synchronize()
         return recorded, (time.perf_counter() - start) / calls
 
-    observer_module.compiled_capture = timed_read  # type: ignore[assignment]
-    try:
+    with contextlib.ExitStack() as patches:
+        observer_module.compiled_capture = timed_read  # type: ignore[assignment]
+        patches.callback(setattr, observer_module, "compiled_capture", read)
         pairs, records = [], []
         for _ in range(rounds):
             row = []
@@ -285,8 +287,6 @@ def compiled_rows(runtime: Runtime, rounds: int, calls: int = 500) -> None:
                     records.append(recorded)
             pairs.append(row)
         torch.compiler.reset()
-    finally:
-        observer_module.compiled_capture = read  # type: ignore[assignment]
     ratios = [100 * (on / off - 1) for off, on in pairs]
     off, on = (statistics.median(col) * 1e6 for col in zip(*pairs, strict=True))
     print(

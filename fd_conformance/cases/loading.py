@@ -31,7 +31,7 @@ def locate_spec(spec: str, source: str = "--fd-model") -> None:
     """What can be checked of a spec without importing its module (which may import a framework,
     1-2 s): its form, and that its file or module exists. ``fd-conformance run`` checks this much
     before it starts pytest; the import, the attribute and the cases are the session's to check."""
-    module_part, _ = split_spec(spec, source)
+    module_part, _ = _split_spec(spec, source)
     if module_part.endswith(".py"):
         _spec_file(spec, module_part, source)
         return
@@ -48,7 +48,7 @@ def locate_spec(spec: str, source: str = "--fd-model") -> None:
         raise _not_found(spec, module_part, source, module_part)
 
 
-def split_spec(spec: str, source: str) -> tuple[str, str]:
+def _split_spec(spec: str, source: str) -> tuple[str, str]:
     """(module or file, attribute) of a spec, or the one-line error for one of another form."""
     module_part, sep, attr_part = spec.rpartition(":")
     # "C:\\x.py" style drive letters aside, a spec needs exactly one module/attr split.
@@ -203,7 +203,7 @@ def load_spec(spec: str, source: str = "--fd-model") -> list[ModelCase]:
 
 def load_spec_with_origin(spec: str, source: str = "--fd-model") -> list[tuple[ModelCase, str]]:
     """:func:`load_spec`, each case with where it came from (for errors naming two sources)."""
-    module_part, attr_part = split_spec(spec, source)
+    module_part, attr_part = _split_spec(spec, source)
     module = _import_spec_module(spec, module_part, source)
     value: Any = module
     for part in attr_part.split("."):

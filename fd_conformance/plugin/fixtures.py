@@ -184,16 +184,14 @@ def release_subject(subject: Subject, runtime: Runtime) -> None:
     A failed check's traceback is kept by pytest in ``sys.last_traceback`` (for post-mortem use)
     until the next failure, and its frames hold the subject: forgotten here, or a failed check's
     model -- its graphs, pools, kept outputs -- lives on into the next check of the worker."""
+    from fd_conformance.runtime.graph import reset_graphs  # here: the plugin loads no runtime until a check runs
+
     forget_last_failure()
     try:
         graphs = list(subject.graphs())
     except Exception:  # noqa: BLE001 - a broken subject was already judged by its check
         graphs = []
-    for graph in graphs:
-        try:
-            graph.reset()
-        except Exception:  # noqa: BLE001 - resetting a half-dead graph must not fail teardown
-            pass
+    reset_graphs(graphs)
     del graphs, subject
     gc.collect()
     try:

@@ -19,6 +19,7 @@ import pytest
 
 from fd_conformance.cases import ModelCase
 from fd_conformance.runtime.base import Runtime
+from fd_conformance.runtime.graph import reset_graphs
 from fd_conformance.suite._sizes import no_graph_findings
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
@@ -127,7 +128,7 @@ def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime, like: Any
     # (torch.compile's cudagraph trees, when the model's clear never resets the compiler), they are
     # handed to the fresh subject, which replays them instead of capturing its own: it then leaves
     # "nothing" and every stranded graph would be blamed on the switch (found on an H100).
-    reset_quietly(like.graphs())
+    reset_graphs(like.graphs())
     try:
         built: Any = case.factory(runtime)
     except Exception:  # noqa: BLE001 - the fixture's build of the same factory succeeded; judge without it
@@ -142,21 +143,12 @@ def roles_left_with_flags_untouched(case: ModelCase, runtime: Runtime, like: Any
     except Exception:  # noqa: BLE001 - a runner that fails here fails test_teardown_order loudly
         return set()
     finally:
-        reset_quietly(subject.graphs())
+        reset_graphs(subject.graphs())
         if isinstance(subject, NativeSubject):
             subject.close()
             like.bind_roots()
         del subject, built
         gc.collect()
-
-
-def reset_quietly(graphs: Any) -> None:
-    """Reset each graph; one already half torn down by the model under test is left as it is."""
-    for graph in list(graphs):
-        try:
-            graph.reset()
-        except Exception:  # noqa: BLE001 - the check's findings are made; resetting is cleanup
-            pass
 
 
 def require_graphs_for_flags(
