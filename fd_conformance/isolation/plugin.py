@@ -100,6 +100,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(controller, "fd_isolation_controller")
 
 
+def prestart_worker(config: pytest.Config) -> None:
+    """Spawn the session's worker now, for a session known to isolate tests (one that certifies
+    cases), rather than at its first isolated item: its start then overlaps the parent's own
+    configure and collection. A worker no item needs is closed at collection, or at unconfigure
+    when the session never got that far (a usage error)."""
+    controller = config.stash.get(CONTROLLER_KEY, None)
+    if controller is not None and controller.watchdog is None and controller.prestart_allowed:
+        controller.prestart(paths=[messages.ALL_FILES] if controller.mode == "all" else None)
+
+
 def is_xdist_controller(config: pytest.Config) -> bool:
     """True in xdist's controller (its workers carry ``workerinput``); decided from options
     because xdist registers its session plugin after our pytest_configure may have run."""
@@ -194,8 +204,8 @@ class IsolationController:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.debugger is not None and reporter is not None:
             reporter.write_line(DEBUGGER_NOTE.format(flag=self.debugger))
-        if self.prestart_allowed and self.mode == "all":
-            self._prestart(paths=[messages.ALL_FILES])
+        if self.prestart_allowed and self.mode == "all" and self.watchdog is None:
+            self.prestart(paths=[messages.ALL_FILES])
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """--fd-isolate=marked: at the first isolated item the parent collects, spawn the worker;
@@ -205,9 +215,9 @@ class IsolationController:
             return
         if _skipped_before_setup(item) or _gpu_item_without_gpu(item):
             return
-        self._prestart(paths=None)
+        self.prestart(paths=None)
 
-    def _prestart(self, paths: list[str] | None) -> None:
+    def prestart(self, paths: list[str] | None) -> None:
         from fd_conformance.isolation.watchdog import Watchdog
 
         setup = self._worker_setup()
@@ -240,7 +250,7 @@ class IsolationController:
                 self.watchdog = None
             return
         if self.watchdog is None:
-            self._prestart(paths=sorted(self.paths))
+            self.prestart(paths=sorted(self.paths))
         else:
             self.watchdog.set_paths(sorted(self.paths))
         assert self.watchdog is not None
@@ -375,6 +385,10 @@ class IsolationController:
         }
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.pytest_unconfigure()
+
+    def pytest_unconfigure(self) -> None:
+        """Also reached without a session: a worker prestarted at configure, then a usage error."""
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None

@@ -28,19 +28,16 @@ import pytest
 
 from fd_conformance import __version__
 from fd_conformance.devices import framework_versions
-from fd_conformance.plugin.collection import CASES_KEY, load_session_cases
+from fd_conformance.plugin.collection import CASES_KEY
 from fd_conformance.plugin.gpus import pin_worker_gpu
 from fd_conformance.plugin.matrix import SESSION_KEY
 from fd_conformance.plugin.options import (
     CYCLES_KEY,
     DEVICES_KEY,
-    FD_CASES_FILE,
     FD_CYCLES,
     FD_DEVICE,
-    FD_MODEL,
     FD_REPORT,
     FD_RUNTIME,
-    FD_SHARD,
     resolve_devices,
     validate_cycles,
     validate_report_dir,
@@ -97,5 +94,3 @@ def pytest_configure(config: pytest.Config) -> None:
     # asks for the kit, else once a test of the kit's is collected or reported (usage).
     if decide_requested(config):
         start_using(config)
-    if config.getoption(FD_MODEL) or config.getoption(FD_CASES_FILE) is not None or config.getoption(FD_SHARD) is not None:
-        load_session_cases(config)  # fail fast, before collection, on a bad spec or cases file

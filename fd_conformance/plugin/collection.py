@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
+from fd_conformance.isolation.plugin import prestart_worker
 from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
     DEVICES_KEY,
@@ -23,7 +24,7 @@ from fd_conformance.plugin.options import (
     raises_pytest_usage_error,
 )
 from fd_conformance.plugin.shard import SHARD_KEY, empty_shard_reason
-from fd_conformance.plugin.usage import in_use, registers_own_gpu_marker
+from fd_conformance.plugin.usage import in_use, names_suite, registers_own_gpu_marker
 
 if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase
@@ -55,6 +56,28 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
         cases = _keep_shard(config, cases, shard_text)
     config.stash[CASES_KEY] = cases
     return cases
+
+
+@pytest.hookimpl(trylast=True)  # after every other configure: the kit's options are validated, pytest's tmp dirs set
+def pytest_configure(config: pytest.Config) -> None:
+    """A session that certifies here spawns its isolation worker first, then loads its cases: the
+    worker's interpreter start, imports and its own loading of the same cases run beside the
+    parent's (a framework import each), instead of after the parent's collection. Cases named by
+    an option load now, to fail fast on a bad spec or cases file, before collection."""
+    loads_cases = any(config.getoption(name) is not None for name in (FD_CASES_FILE, FD_SHARD)) or bool(
+        config.getoption(FD_MODEL)
+    )
+    if (loads_cases or names_suite(config)) and _rows_can_run(config):
+        prestart_worker(config)
+    if loads_cases:
+        load_session_cases(config)
+
+
+def _rows_can_run(config: pytest.Config) -> bool:
+    """False where every row would skip for want of a GPU (no worker is worth spawning for them)."""
+    if no_gpu_reason() is None:
+        return True
+    return config.stash[DEVICES_KEY] != ("cuda",) and "gpu" not in (config.getoption("markexpr", "") or "")
 
 
 def _keep_shard(config: pytest.Config, cases: list[ModelCase], shard_text: str) -> list[ModelCase]:

@@ -71,7 +71,7 @@ def _asked(config: pytest.Config, options: Sequence[IniOption]) -> bool:
         return True  # an ini key (the flags were found above) that changes a default
     if any(config.getoption(option.dest) for option in options if option.kind == "linelist"):
         return True
-    return any(_names_suite(arg, config.invocation_params.dir) for arg in config.args)
+    return names_suite(config)
 
 
 def _addopts(config: pytest.Config) -> list[str]:
@@ -98,6 +98,11 @@ def _names_suite(arg: str, invocation_dir: Path) -> bool:
         return path.resolve().is_relative_to(SUITE_DIR)
     except OSError:
         return False
+
+
+def names_suite(config: pytest.Config) -> bool:
+    """The session's arguments reach the shipped suites (it will run the kit's checks)."""
+    return any(_names_suite(arg, config.invocation_params.dir) for arg in config.args)
 
 
 def requested(config: pytest.Config) -> bool:

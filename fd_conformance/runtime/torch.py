@@ -268,10 +268,11 @@ class TorchRuntime(Runtime):
         # A fresh FileStore file per init: a store file reused after destroy_process_group can
         # carry keys from the previous incarnation and confuse the rendezvous.
         store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
-        kwargs: dict[str, Any] = {}
-        if self.device == "cuda":
-            kwargs["device_id"] = self.torch_device  # eager NCCL init: no lazy init during capture
-        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, **kwargs)
+        # No device_id: the world's own NCCL communicator is never made (nothing of ours runs a
+        # collective on it; new_group() warms the subgroup's). Each communicator made costs ~0.5 s
+        # at its destroy on a GPU (NCCL's proxy thread polls for its stop every 500 ms), and every
+        # RL cycle restarts the world: an eager world doubled each restart (bench/comm_group_cost.py).
+        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT)
         self._owns_default_group = True
 
     def new_group(self, name: str = "tp") -> Group:
