@@ -93,8 +93,8 @@ def main() -> int:
     parser.add_argument("--outside", action="store_true", help="the outside-style fixtures instead of the bundled cases")
     add_quick(parser)
     args = parser.parse_args()
-    if args.quick:
-        args.runs = 1
+    if args.quick:  # one burner is enough to go through the busy path; more only slows the tests beside it
+        args.runs, args.burners = 1, 1
     which = "outside-style fixtures" if args.outside else "bundled cases + mutants"
     print(f"verdict stability: {which}, -n {args.workers}, {args.runs} idle + {args.runs} busy ({args.burners} burners)")
     print("| run | load | wall s | exit | rows | tests | same as run 1 |")
