@@ -28,7 +28,7 @@ PROBED = "probed"  # the answer to PROBE
 
 # name -> (required fields, optional fields)
 FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    COLLECT: (frozenset({"paths"}), frozenset()),
+    COLLECT: (frozenset({"paths"}), frozenset({"basetemp"})),  # basetemp: for a worker prestarted at configure
     CALL: (frozenset({"target", "args", "kwargs"}), frozenset()),
     ITEM: (frozenset({"nodeid", "next_nodeid"}), frozenset()),
     PROBE: (frozenset(), frozenset()),

@@ -107,7 +107,9 @@ def prestart_worker(config: pytest.Config) -> None:
     when the session never got that far (a usage error)."""
     controller = config.stash.get(CONTROLLER_KEY, None)
     if controller is not None and controller.watchdog is None and controller.prestart_allowed:
-        controller.prestart(paths=[messages.ALL_FILES] if controller.mode == "all" else None)
+        # No file list and no temp dir yet: both follow once configure succeeded (a usage error
+        # after this point must find the session's --basetemp untouched).
+        controller.prestart(paths=None, with_basetemp=False)
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -177,7 +179,9 @@ class IsolationController:
         # A worker is prestarted only where items really run: not in xdist's controller (its
         # workers run them), not for --collect-only, not with isolation off.
         self.prestart_allowed = (
-            self.mode != "off" and not is_xdist_controller(config) and not config.getoption("collectonly", False)
+            self.mode != "off"
+            and not is_xdist_controller(config)
+            and not any(config.getoption(name, False) for name in ("collectonly", "help", "markers"))
         )
 
     def _default_timeout(self) -> float:
@@ -204,8 +208,11 @@ class IsolationController:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.debugger is not None and reporter is not None:
             reporter.write_line(DEBUGGER_NOTE.format(flag=self.debugger))
-        if self.prestart_allowed and self.mode == "all" and self.watchdog is None:
-            self.prestart(paths=[messages.ALL_FILES])
+        if self.prestart_allowed and self.mode == "all":
+            if self.watchdog is None:
+                self.prestart(paths=[messages.ALL_FILES])
+            else:  # prestarted at configure
+                self.watchdog.set_paths([messages.ALL_FILES], self._basetemp())
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         """--fd-isolate=marked: at the first isolated item the parent collects, spawn the worker;
@@ -217,10 +224,13 @@ class IsolationController:
             return
         self.prestart(paths=None)
 
-    def prestart(self, paths: list[str] | None) -> None:
+    def prestart(self, paths: list[str] | None, with_basetemp: bool = True) -> None:
         from fd_conformance.isolation.watchdog import Watchdog
 
         setup = self._worker_setup()
+        basetemp = self._basetemp() if with_basetemp else None
+        if basetemp is not None:
+            setup["option_dict"]["basetemp"] = basetemp
         setup["paths"] = paths
         self.watchdog = Watchdog("pytest", setup)
         self.watchdog.prestart()
@@ -252,7 +262,7 @@ class IsolationController:
         if self.watchdog is None:
             self.prestart(paths=sorted(self.paths))
         else:
-            self.watchdog.set_paths(sorted(self.paths))
+            self.watchdog.set_paths(sorted(self.paths), self._basetemp())
         assert self.watchdog is not None
         # A spare only pays off when a test can follow the one that hangs.
         self.watchdog.spares = self.spares if len(isolated) > 1 else 0
@@ -355,11 +365,10 @@ class IsolationController:
             "fd_results": None,
             "markexpr": "",  # the parent already selected; the worker must not deselect again
             "keyword": "",
+            # Never the session's own --basetemp (pytest empties it when first used): the worker's
+            # root inside it is added by prestart, or sent with the file list (_basetemp).
+            "basetemp": None,
         }
-        try:
-            overrides["basetemp"] = str(config._tmp_path_factory.getbasetemp() / "fdc-isolation")  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - no tmp_path plugin: the worker picks its own
-            pass
         option_dict: dict[str, Any] = {}
         for key, value in {**vars(config.option), **overrides}.items():
             if key == "file_or_dir":  # the positional arguments travel in "args"; as an option argparse warns
@@ -383,6 +392,14 @@ class IsolationController:
             "invocation_dir": str(config.invocation_params.dir),
             "paths": None,
         }
+
+    def _basetemp(self) -> str | None:
+        """The worker's temp root inside the session's (made here if it is not yet): isolated tests'
+        tmp_path lands where the session's does. None without pytest's tmp_path plugin."""
+        try:
+            return str(self.config._tmp_path_factory.getbasetemp() / "fdc-isolation")  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - no tmp_path plugin: the worker picks its own
+            return None
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.pytest_unconfigure()

@@ -165,14 +165,16 @@ class WorkerProcess:
         self.ready = False
         self.requests = 0  # how many requests it served: a spare that served none holds no CUDA context
 
-    def collect(self, paths: list[str]) -> None:
-        """Tell a worker spawned with ``paths=None`` what to collect (pytest mode).
+    def collect(self, paths: list[str], basetemp: str | None = None) -> None:
+        """Tell a worker spawned with ``paths=None`` what to collect (pytest mode), and the session's
+        temp dir when it was spawned before the parent had one.
 
         The startup deadline restarts here: the time the parent spent collecting before it knew
         the paths is not the worker's, and a long collection would otherwise use up its budget."""
         self.startup_from = time.monotonic()
         try:
-            messages.send(self.conn, messages.COLLECT, paths=list(paths))
+            extra = {"basetemp": basetemp} if basetemp is not None else {}
+            messages.send(self.conn, messages.COLLECT, paths=list(paths), **extra)
         except OSError:  # died while starting: wait_ready reports why
             pass
 

@@ -83,15 +83,17 @@ class Watchdog:
         if self.worker is None:
             self.worker = self._spawn()
 
-    def set_paths(self, paths: list[str]) -> None:
-        """pytest mode: the files holding isolated items, for a worker spawned without them and
-        for every later one."""
+    def set_paths(self, paths: list[str], basetemp: str | None = None) -> None:
+        """pytest mode: the files holding isolated items (and the session's temp dir, when the
+        worker was spawned before it existed), for a worker spawned without them and every later one."""
         waiting = self.setup.get("paths") is None
         self.setup["paths"] = list(paths)
+        if basetemp is not None:
+            self.setup.setdefault("option_dict", {})["basetemp"] = basetemp
         if waiting:
             for worker in (self.worker, self.spare):
                 if worker is not None:
-                    worker.collect(paths)
+                    worker.collect(paths, basetemp)
 
     def ensure_worker(self) -> WorkerProcess:
         """The ready worker for the next request: the current one, else the spare, else a new one."""

@@ -74,10 +74,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _rows_can_run(config: pytest.Config) -> bool:
-    """False where every row would skip for want of a GPU (no worker is worth spawning for them)."""
+    """False where every row would skip for want of a GPU (no worker is worth spawning for them):
+    only cuda rows, or a ``-m`` that keeps only ``gpu``-marked tests. A guess that errs toward True
+    costs one worker's start, never a verdict."""
     if no_gpu_reason() is None:
         return True
-    return config.stash[DEVICES_KEY] != ("cuda",) and "gpu" not in (config.getoption("markexpr", "") or "")
+    if config.stash[DEVICES_KEY] == ("cuda",):
+        return False
+    markexpr = config.getoption("markexpr", "") or ""
+    if not markexpr:
+        return True
+    try:
+        from _pytest.mark.expression import Expression  # how pytest itself reads -m
+
+        return bool(Expression.compile(markexpr).evaluate(_cpu_row_markers))
+    except Exception:  # noqa: BLE001 - pytest reports a bad -m itself, at collection
+        return True
+
+
+def _cpu_row_markers(name: str, /, **kwargs: str | int | bool | None) -> bool:
+    """A cpu row carries every marker but gpu, as far as _rows_can_run's guess needs."""
+    return name != "gpu"
 
 
 def _keep_shard(config: pytest.Config, cases: list[ModelCase], shard_text: str) -> list[ModelCase]:

@@ -300,13 +300,20 @@ class TorchRuntime(Runtime):
     group_type = TorchGroup
 
     def _release_group(self, group: TorchGroup) -> None:
-        # The subgroup only: the world stays for the next check's runtime to join. Re-making it
-        # per check cost +16 % on the CPU suite session (gloo), an NCCL init + destroy per check
-        # on a GPU; one world per process holds one communicator, not one per check.
+        # On CPU the subgroup only: the world stays for the next check's runtime to join (re-making
+        # it per check cost +16 % on the CPU suite session, gloo). On CUDA our world holds no
+        # communicator, so ending it with its last group costs nothing, and the next check in this
+        # worker starts without it: a native-mode engine that makes its own world when none exists
+        # (with its own device_id, its groups connected eagerly) must not join ours instead.
         dist.destroy_process_group(group.handle)
+        if self.device == "cuda":
+            self._end_world_if_unused()
 
     def _destroy_group(self, group: TorchGroup) -> None:
         dist.destroy_process_group(group.handle)
+        self._end_world_if_unused()
+
+    def _end_world_if_unused(self) -> None:
         if not self._groups and self._owns_default_group:
             # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
             dist.destroy_process_group()

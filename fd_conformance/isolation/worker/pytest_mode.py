@@ -54,6 +54,8 @@ class WorkerSession:
             if received.name != messages.COLLECT:  # "stop" before any collection: nothing to tear down
                 _exit_now()
             paths = list(received.fields["paths"])
+            if received.fields.get("basetemp") is not None:
+                _use_basetemp(self.config, str(received.fields["basetemp"]))
         self.keep = None if messages.ALL_FILES in paths else frozenset(Path(p) for p in paths)
         # The parent's arguments: node ids come out identical. pytest never asks
         # pytest_ignore_collect about an argument itself, so a file argument without isolated
@@ -161,6 +163,16 @@ class WorkerSession:
             self.channel.send(messages.DONE, outcome="crash", cause=cause, details=text, retire=True)
             os._exit(0)
         self.channel.send(messages.DONE, outcome="ran")
+
+
+def _use_basetemp(config: pytest.Config, basetemp: str) -> None:
+    """The parent's session temp dir, sent with the file list: a worker prestarted at configure
+    was spawned before it existed (the parent makes it only once its configure succeeded). No test
+    has run yet, so the factory pytest made at configure is simply replaced."""
+    from _pytest.tmpdir import TempPathFactory
+
+    config.option.basetemp = basetemp
+    config._tmp_path_factory = TempPathFactory.from_config(config, _ispytest=True)  # type: ignore[attr-defined]
 
 
 def _exit_now() -> None:
