@@ -384,17 +384,23 @@ def test_shutdown_group_rejects_a_foreign_group(rt: TorchRuntime) -> None:
 
 
 def test_store_dir_is_removed_with_the_world_it_served() -> None:
-    """get_runtime() builds a runtime per call: a FileStore dir goes when the world it made does."""
-    import os
-
-    if dist.is_initialized():
-        pytest.skip("a world group already exists: this runtime would not make a store dir")
-    rt = torch_cpu_runtime()
-    group = rt.new_group("tp")
-    store_dir = rt._store_dir
-    assert store_dir is not None and os.path.isdir(store_dir)
-    rt.shutdown_group(group)  # last group: the runtime destroys the world it made
-    assert not os.path.exists(store_dir)
+    """get_runtime() builds a runtime per call: a FileStore dir goes when the world it made does.
+    In a fresh interpreter: a world an earlier test of this process left (on CPU the world outlives
+    a check) would make this runtime join it, with no store dir of its own to check."""
+    script = textwrap.dedent(
+        """
+        import os
+        from fd_conformance.runtime import get_runtime
+        rt = get_runtime("torch", "cpu"); group = rt.new_group("tp")
+        store_dir = rt._store_dir
+        assert store_dir is not None and os.path.isdir(store_dir), store_dir
+        rt.shutdown_group(group)  # last group: the runtime destroys the world it made
+        assert not os.path.exists(store_dir), store_dir
+        print("store removed")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "store removed" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_a_dropped_runtime_keeps_the_store_its_live_world_uses() -> None:
