@@ -32,8 +32,12 @@ from acme_lm import CASES
 """
 
 
+def write_noting_module(directory: Path) -> None:
+    (directory / "noting.py").write_text(NOTING_MODULE.replace("OUTSIDE", repr(str(OUTSIDE))))
+
+
 def certify(tmp_path: Path, spec: str, *extra: str) -> tuple[subprocess.Popen[str], str, Path]:
-    (tmp_path / "noting.py").write_text(NOTING_MODULE.replace("OUTSIDE", repr(str(OUTSIDE))))
+    write_noting_module(tmp_path)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     results = tmp_path / "results.jsonl"
     env = {**os.environ, "IMPORT_LOG": str(tmp_path / "imports.log"), "TMPDIR": str(tmp_path / "tmp")}
@@ -85,7 +89,7 @@ def test_an_early_worker_puts_tmp_path_inside_the_sessions_basetemp(tmp_path: Pa
         "    assert os.environ.get('FD_CONFORMANCE_ISOLATION_WORKER') == '1'\n"
         "    (tmp_path / 'here').write_text(str(tmp_path))\n"
     )
-    (tmp_path / "noting.py").write_text(NOTING_MODULE.replace("OUTSIDE", repr(str(OUTSIDE))))
+    write_noting_module(tmp_path)
     keep = tmp_path / "keep"
     env = {**os.environ, "IMPORT_LOG": str(tmp_path / "imports.log")}
     cmd = [

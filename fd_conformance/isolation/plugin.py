@@ -107,9 +107,9 @@ def prestart_worker(config: pytest.Config) -> None:
     when the session never got that far (a usage error)."""
     controller = config.stash.get(CONTROLLER_KEY, None)
     if controller is not None and controller.watchdog is None and controller.prestart_allowed:
-        # No file list and no temp dir yet: both follow once configure succeeded (a usage error
-        # after this point must find the session's --basetemp untouched).
-        controller.prestart(paths=None, with_basetemp=False)
+        # No file list yet, so no temp dir either: both follow once configure succeeded (a usage
+        # error after this point must find the session's --basetemp untouched).
+        controller.prestart(paths=None)
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -224,11 +224,13 @@ class IsolationController:
             return
         self.prestart(paths=None)
 
-    def prestart(self, paths: list[str] | None, with_basetemp: bool = True) -> None:
+    def prestart(self, paths: list[str] | None) -> None:
+        """Spawn the worker; one spawned without ``paths`` gets them, and the session's temp dir,
+        with the ``collect`` message (Watchdog.set_paths)."""
         from fd_conformance.isolation.watchdog import Watchdog
 
         setup = self._worker_setup()
-        basetemp = self._basetemp() if with_basetemp else None
+        basetemp = self._basetemp() if paths is not None else None
         if basetemp is not None:
             setup["option_dict"]["basetemp"] = basetemp
         setup["paths"] = paths
@@ -402,10 +404,13 @@ class IsolationController:
             return None
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.pytest_unconfigure()
+        self._close_worker()
 
     def pytest_unconfigure(self) -> None:
         """Also reached without a session: a worker prestarted at configure, then a usage error."""
+        self._close_worker()
+
+    def _close_worker(self) -> None:
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None
