@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fd_conformance.cli.pytest_command import NO_HYPOTHESIS_PLUGIN
 from fd_conformance.frameworks import FRAMEWORKS
 from fd_conformance.runtime.base import Runtime, RuntimeEvent
 
@@ -24,6 +25,13 @@ from fd_conformance.runtime.base import Runtime, RuntimeEvent
 # session over torch-glm4-moe-mtp took 19.3 s of CPU with the default pool and 9.6 s with one
 # thread, with the same verdicts. A value the caller set is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Every pytest session this run starts (inner sessions, `fd-conformance run`'s, their xdist and
+# isolation workers) runs without Hypothesis's pytest plugin, as `fd-conformance run` runs its own
+# (cli/pytest_command.py): its terminal summary imports all of Hypothesis, 0.8 s of CPU in each of
+# ~60 inner sessions of this suite, for a summary none of them reads. The suite's own @given tests
+# need no plugin; a test about a project's own session (test_plugin_stays_out) clears PYTEST_*.
+# A value the caller set is kept.
+os.environ.setdefault("PYTEST_ADDOPTS", " ".join(NO_HYPOTHESIS_PLUGIN))
 
 
 # pytester's in-process runs remove from sys.modules whatever the inner session imported. A

@@ -20,6 +20,7 @@ ITEM = "item"  # pytest mode: run one collected item
 PROBE = "probe"  # what an idle worker holds (answered with PROBED)
 STOP = "stop"  # polite shutdown
 # worker -> parent
+CONFIGURED = "configured"  # pytest mode, worker asked for it: what its plugins found at configure
 READY = "ready"  # handshake, once the worker can take requests
 EVENT = "event"  # a lifecycle mark, streamed as it happens
 REPORT = "report"  # pytest mode: one serialised TestReport
@@ -33,6 +34,7 @@ FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ITEM: (frozenset({"nodeid", "next_nodeid"}), frozenset()),
     PROBE: (frozenset(), frozenset()),
     STOP: (frozenset(), frozenset()),
+    CONFIGURED: (frozenset({"facts"}), frozenset()),  # e.g. the session's cases as records (plugin.collection)
     READY: (frozenset({"pid", "main_thread_ident", "collected"}), frozenset()),
     EVENT: (frozenset({"text"}), frozenset()),
     REPORT: (frozenset({"data"}), frozenset()),

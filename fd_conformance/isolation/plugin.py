@@ -109,7 +109,22 @@ def prestart_worker(config: pytest.Config) -> None:
     if controller is not None and controller.watchdog is None and controller.prestart_allowed:
         # No file list yet, so no temp dir either: both follow once configure succeeded (a usage
         # error after this point must find the session's --basetemp untouched).
-        controller.prestart(paths=None)
+        controller.prestart(paths=None, send_facts=True)
+
+
+def in_isolation_worker() -> bool:
+    return os.environ.get(messages.WORKER_ENV) == "1"
+
+
+def worker_facts(config: pytest.Config) -> dict[str, Any] | None:
+    """What this session's prestarted worker found at its configure (``pytest_mode.WORKER_FACTS``), once it
+    sends it; None without such a worker, or when it failed before (the caller then finds out
+    for itself: the same error, raised here)."""
+    controller = config.stash.get(CONTROLLER_KEY, None)
+    watchdog = controller.watchdog if controller is not None else None
+    if watchdog is None or watchdog.worker is None:
+        return None
+    return watchdog.worker.facts()
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -122,7 +137,7 @@ def is_xdist_controller(config: pytest.Config) -> bool:
 
 def _debugger_flag(config: pytest.Config) -> str | None:
     """``--pdb``/``--trace`` when given and isolation would otherwise be on, else None."""
-    if os.environ.get(messages.WORKER_ENV) == "1" or config.getoption(FD_ISOLATE, "marked") == "off":
+    if in_isolation_worker() or config.getoption(FD_ISOLATE, "marked") == "off":
         return None
     if config.getoption("usepdb", False):
         return "--pdb"
@@ -166,7 +181,7 @@ class IsolationController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.in_worker = os.environ.get(messages.WORKER_ENV) == "1"
+        self.in_worker = in_isolation_worker()
         self.mode = "off" if self.in_worker else str(config.getoption(FD_ISOLATE, "marked"))
         self.debugger = _debugger_flag(config)
         if self.debugger is not None:
@@ -224,9 +239,9 @@ class IsolationController:
             return
         self.prestart(paths=None)
 
-    def prestart(self, paths: list[str] | None) -> None:
+    def prestart(self, paths: list[str] | None, send_facts: bool = False) -> None:
         """Spawn the worker; one spawned without ``paths`` gets them, and the session's temp dir,
-        with the ``collect`` message (Watchdog.set_paths)."""
+        with the ``collect`` message (Watchdog.set_paths). ``send_facts``: see worker_facts."""
         from fd_conformance.isolation.watchdog import Watchdog
 
         setup = self._worker_setup()
@@ -235,7 +250,7 @@ class IsolationController:
             setup["option_dict"]["basetemp"] = basetemp
         setup["paths"] = paths
         self.watchdog = Watchdog("pytest", setup)
-        self.watchdog.prestart()
+        self.watchdog.prestart(send_facts)
 
     # --- collection -------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)  # after deselection: only items that really run are isolated

@@ -163,6 +163,10 @@ class WorkerProcess:
         self.main_thread_ident: int | None = None
         self.collected: list[str] = []
         self.ready = False
+        self.configured: dict[str, Any] | None = None  # the ``configured`` message's facts, once received
+        self._early: messages.Message | None = None  # a message facts() read that wait_ready must see
+        self.start_timed_out = False
+        self.sends_facts = bool((setup or {}).get("send_facts"))
         self.requests = 0  # how many requests it served: a spare that served none holds no CUDA context
 
     def collect(self, paths: list[str], basetemp: str | None = None) -> None:
@@ -178,20 +182,40 @@ class WorkerProcess:
         except OSError:  # died while starting: wait_ready reports why
             pass
 
+    def facts(self) -> dict[str, Any] | None:
+        """What a worker spawned with ``send_facts`` found at its configure (the ``configured``
+        message), waited for within the startup deadline; None when it failed or died first (the
+        parent then finds out for itself, and a later request reports the worker's start)."""
+        if self.sends_facts and self.configured is None and not self.ready:
+            received = self._next_message()
+            if received is not None and received.name == messages.CONFIGURED:
+                self.configured = received.fields["facts"]
+            else:
+                self._early = received  # READY or nothing: wait_ready reads it
+        return self.configured
+
+    def _next_message(self) -> messages.Message | None:
+        """The worker's next message within the startup deadline; None when it fails or dies first."""
+        remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
+        ready = wait([self.conn, self.process.sentinel], remaining)
+        self.start_timed_out = not ready
+        if self.conn not in ready:
+            return None
+        try:
+            return messages.receive(self.conn)
+        except (EOFError, OSError, messages.WorkerProtocolError):
+            return None
+
     def wait_ready(self) -> None:
         """Block until the worker's ``ready`` (bounded); a worker that cannot start is an error."""
         if self.ready:
             return
-        remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
-        ready = wait([self.conn, self.process.sentinel], remaining)
-        received: messages.Message | None = None
-        if self.conn in ready:
-            try:
-                received = messages.receive(self.conn)
-            except (EOFError, OSError, messages.WorkerProtocolError):  # not a ready: the start failed
-                received = None
+        received, self._early = self._early or self._next_message(), None
+        if received is not None and received.name == messages.CONFIGURED:  # sent first; the parent did not wait for it
+            self.configured = received.fields["facts"]
+            received = self._next_message()
         if received is None or received.name != messages.READY:
-            why = "did not start in time" if not ready else crash_cause(self.process.exitcode)
+            why = "did not start in time" if self.start_timed_out else crash_cause(self.process.exitcode)
             tail = self.log_tail()
             self.kill()
             raise WorkerStartError(f"isolation worker {why}; worker log:\n{tail}")

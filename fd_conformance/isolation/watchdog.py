@@ -74,14 +74,15 @@ class Watchdog:
         self.start_failures = 0  # consecutive workers that never got ready
         self.first_start_error = ""  # the first of them: the cause shown for every later request
 
-    def _spawn(self) -> WorkerProcess:
+    def _spawn(self, send_facts: bool = False) -> WorkerProcess:
         self.started_workers += 1
-        return WorkerProcess(self.mode, self.setup)
+        return WorkerProcess(self.mode, {**self.setup, "send_facts": True} if send_facts else self.setup)
 
-    def prestart(self) -> None:
-        """Spawn the first worker now, without waiting for it (e.g. while the parent collects)."""
+    def prestart(self, send_facts: bool = False) -> None:
+        """Spawn the first worker now, without waiting for it (e.g. while the parent collects);
+        ``send_facts``: it sends what it found at configure first (WorkerProcess.facts)."""
         if self.worker is None:
-            self.worker = self._spawn()
+            self.worker = self._spawn(send_facts)
 
     def set_paths(self, paths: list[str], basetemp: str | None = None) -> None:
         """pytest mode: the files holding isolated items (and the session's temp dir, when the

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
-from fd_conformance.isolation.plugin import prestart_worker
+from fd_conformance.isolation.plugin import in_isolation_worker, prestart_worker, worker_facts
+from fd_conformance.isolation.worker.pytest_mode import WORKER_FACTS
 from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
     DEVICES_KEY,
@@ -30,27 +31,22 @@ if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase
 
 CASES_KEY: pytest.StashKey[list[ModelCase] | None] = pytest.StashKey()
+UNSHARDED_KEY: pytest.StashKey[list[ModelCase]] = pytest.StashKey()  # every shard's cases (a worker sends them)
+CASE_RECORDS = "cases"  # the worker's fact: its cases as records (cases/manifest.py)
 
 
 @raises_pytest_usage_error
 def load_session_cases(config: pytest.Config) -> list[ModelCase]:
-    """The cases this session certifies; --fd-model errors become one-line usage errors."""
+    """The cases this session certifies; --fd-model errors become one-line usage errors. Taken
+    from the session's isolation worker when it sends them (cases/manifest.py: the parent then
+    imports no model module), else loaded here."""
     cached = config.stash.get(CASES_KEY, None)
     if cached is not None:
         return cached
-    # Here, not at import: a session that certifies nothing loads neither cases nor runtimes.
-    from fd_conformance.cases import read_selection, select_cases
-    from fd_conformance.runtime import installed_runtimes
-
-    cases_file: str | None = config.getoption(FD_CASES_FILE)
-    cases = select_cases(
-        config.getoption(FD_MODEL),
-        runtime=config.getoption(FD_RUNTIME),
-        include_mutants=config.getoption(FD_INCLUDE_MUTANTS),
-        installed_runtimes=installed_runtimes(),
-        selection=read_selection(cases_file) if cases_file is not None else None,
-        selection_source=f"{FD_CASES_FILE} {cases_file}",
-    )
+    cases = _cases_from_worker(config)
+    if cases is None:
+        cases = _load_cases_here(config)
+    config.stash[UNSHARDED_KEY] = cases
     shard_text: str | None = config.getoption(FD_SHARD)
     if shard_text is not None:
         cases = _keep_shard(config, cases, shard_text)
@@ -58,16 +54,63 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
     return cases
 
 
+def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
+    """The cases as the prestarted worker loaded them (records; their callables load the real
+    cases here only if a test in this process calls one), or None: no such worker, or it failed
+    before sending them (then loading here raises what it raised)."""
+    facts = worker_facts(config)
+    records = facts.get(CASE_RECORDS) if facts is not None else None
+    if records is None:
+        return None
+    from fd_conformance.cases.manifest import case_from_record
+
+    real: list[dict[str, ModelCase]] = []
+
+    def load_real() -> dict[str, ModelCase]:
+        if not real:
+            real.append({case.name: case for case in _load_cases_here(config)})
+        return real[0]
+
+    return [case_from_record(record, load_real) for record in records]
+
+
+def _load_cases_here(config: pytest.Config) -> list[ModelCase]:
+    """The session's cases, from its specs or the installed ones, by this process's imports."""
+    # Here, not at import: a session that certifies nothing loads neither cases nor runtimes.
+    from fd_conformance.cases import read_selection, select_cases
+    from fd_conformance.runtime import installed_runtimes
+
+    cases_file: str | None = config.getoption(FD_CASES_FILE)
+    return select_cases(
+        config.getoption(FD_MODEL),
+        runtime=config.getoption(FD_RUNTIME),
+        include_mutants=config.getoption(FD_INCLUDE_MUTANTS),
+        installed_runtimes=installed_runtimes(),
+        selection=read_selection(cases_file) if cases_file is not None else None,
+        selection_source=f"{FD_CASES_FILE} {cases_file}",
+    )
+
+
 @pytest.hookimpl(trylast=True)  # after every other configure: the kit's options are validated, pytest's tmp dirs set
 def pytest_configure(config: pytest.Config) -> None:
-    """A session that certifies here spawns its isolation worker first, then loads its cases: the
-    worker's interpreter start, imports and its own loading of the same cases run beside the
-    parent's (a framework import each), instead of after the parent's collection. Cases named by
-    an option load now, to fail fast on a bad spec or cases file, before collection."""
+    """A session that certifies here spawns its isolation worker first; the worker loads the
+    cases at its configure and sends them as records, so this process collects without importing
+    a model module (a framework import each). Cases named by an option load now, to fail fast on
+    a bad spec or cases file, before collection: a spec the worker could not load is loaded here,
+    and fails here with its own one-line error."""
     loads_cases = any(config.getoption(name) is not None for name in (FD_CASES_FILE, FD_SHARD)) or bool(
         config.getoption(FD_MODEL)
     )
-    if (loads_cases or names_suite(config)) and _rows_can_run(config):
+    certifies = loads_cases or names_suite(config)
+    if in_isolation_worker():  # its parent waits for the cases it loads (load_session_cases)
+        if certifies:
+            from fd_conformance.cases.manifest import case_record
+
+            load_session_cases(config)
+            records = [case_record(case) for case in config.stash[UNSHARDED_KEY]]  # the parent takes its shard itself
+            config.stash.setdefault(WORKER_FACTS, {})[CASE_RECORDS] = records
+        return
+    if certifies and _rows_can_run(config):
         prestart_worker(config)
     if loads_cases:
         load_session_cases(config)

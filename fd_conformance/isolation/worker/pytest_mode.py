@@ -30,14 +30,19 @@ from fd_conformance.isolation import messages
 from fd_conformance.isolation.causes import classify_error
 from fd_conformance.isolation.worker.channel import Channel, mark
 
+#: What the worker's plugins found at configure, sent to a parent that waits for it before it
+#: collects (plugin.worker_facts): picklable values by name, e.g. the session's cases as records.
+WORKER_FACTS = pytest.StashKey[dict[str, Any]]()
+
 
 class WorkerSession:
     """Plugin registered in the worker's pytest: runs the items the parent asks for."""
 
-    def __init__(self, channel: Channel, config: pytest.Config, paths: list[str] | None) -> None:
+    def __init__(self, channel: Channel, config: pytest.Config, paths: list[str] | None, send_facts: bool = False) -> None:
         self.channel = channel
         self.config = config
         self.paths = paths
+        self.send_facts = send_facts  # the parent waits for WORKER_FACTS before it collects
         self.keep: frozenset[Path] | None = None  # files to collect; None: all (set at collection)
         self.items: dict[str, pytest.Item] = {}
         self.nodes: dict[str, pytest.Item | pytest.Collector] = {}  # every collected node by id, session ("") included
@@ -48,6 +53,8 @@ class WorkerSession:
     def pytest_collection(self, session: pytest.Session) -> bool:
         """Collect only what the parent isolates. A worker prestarted while the parent was still
         collecting has loaded its plugins and conftests already; it waits here for the file list."""
+        if self.send_facts:
+            self.channel.send(messages.CONFIGURED, facts=self.config.stash.get(WORKER_FACTS, {}))
         paths = self.paths
         if paths is None:
             received = self.channel.recv()
@@ -184,7 +191,8 @@ def _exit_now() -> None:
 def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
     """``setup``: {"option_dict", "args" (the parent's, for plugins, rootdir and initial conftests),
     "invocation_dir" (the parent's, which relative arguments and ini discovery start from),
-    "paths" (files holding isolated items, [messages.ALL_FILES], or None: wait for the ``collect`` message)}."""
+    "paths" (files holding isolated items, [messages.ALL_FILES], or None: wait for the ``collect`` message),
+    "send_facts" (optional: send the ``configured`` message before collecting)}."""
     from _pytest.config import Config  # the constructor pytest documents as "usable for subprocesses"
 
     invocation_dir = setup.get("invocation_dir")
@@ -194,5 +202,6 @@ def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
         os.chdir(invocation_dir)
     config = Config.fromdictargs(setup["option_dict"], list(setup["args"]))
     paths = setup.get("paths")
-    config.pluginmanager.register(WorkerSession(channel, config, paths), "fd_isolation_worker_session")
+    session = WorkerSession(channel, config, paths, send_facts=bool(setup.get("send_facts")))
+    config.pluginmanager.register(session, "fd_isolation_worker_session")
     config.hook.pytest_cmdline_main(config=config)
