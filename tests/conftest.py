@@ -25,13 +25,17 @@ from fd_conformance.runtime.base import Runtime, RuntimeEvent
 # session over torch-glm4-moe-mtp took 19.3 s of CPU with the default pool and 9.6 s with one
 # thread, with the same verdicts. A value the caller set is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Every pytest session this run starts (inner sessions, `fd-conformance run`'s, their xdist and
-# isolation workers) runs without Hypothesis's pytest plugin, as `fd-conformance run` runs its own
-# (cli/pytest_command.py): its terminal summary imports all of Hypothesis, 0.8 s of CPU in each of
-# ~60 inner sessions of this suite, for a summary none of them reads. The suite's own @given tests
-# need no plugin; a test about a project's own session (test_plugin_stays_out) clears PYTEST_*.
-# A value the caller set is kept.
-os.environ.setdefault("PYTEST_ADDOPTS", " ".join(NO_HYPOTHESIS_PLUGIN))
+# Every pytest process this run starts (inner sessions, `fd-conformance run`'s, their xdist and
+# isolation workers: ~400 of them) runs without pytest plugins that none of them uses:
+# * Hypothesis's, as `fd-conformance run` runs its own (cli/pytest_command.py): its terminal summary
+#   imports all of Hypothesis, 0.8 s of CPU in each of ~60 inner sessions, for a summary no test
+#   reads (the suite's own @given tests need no plugin);
+# * anyio's and pytest-benchmark's, which this machine's image carries (httpx needs anyio): loading
+#   them cost 0.15 s of CPU in every pytest process (0.43 -> 0.28 s for a one-test session).
+# A test about a project's own session (test_plugin_stays_out) clears PYTEST_*. A value the caller
+# set is kept.
+UNUSED_PLUGINS = (*NO_HYPOTHESIS_PLUGIN, "-p", "no:anyio", "-p", "no:benchmark")
+os.environ.setdefault("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
 
 
 # pytester's in-process runs remove from sys.modules whatever the inner session imported. A

@@ -448,7 +448,10 @@ def test_startup_deadline_starts_when_the_paths_are_sent() -> None:
     }
     worker = WorkerProcess("pytest", setup, startup_timeout=STARTUP_BUDGET_S)
     try:
-        time.sleep(STARTUP_BUDGET_S + 0.5)  # the parent still collecting
+        # The parent collected for longer than the whole budget: its clock says so (a sleep of the
+        # budget did the same, 15 s of this suite's wall time). The worker cannot be ready before
+        # it has the paths, so a deadline still counted from the spawn would fail wait_ready.
+        worker.startup_from -= STARTUP_BUDGET_S + 0.5
         worker.collect([str(target)])
         worker.wait_ready()
         assert any(nodeid.endswith("::test_plain_after") for nodeid in worker.collected), worker.collected
