@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fd_conformance.isolation.results import read_results
 
 OUTSIDE = Path(__file__).resolve().parent / "fixtures" / "outside_models"
@@ -65,9 +67,12 @@ def test_a_test_that_calls_the_factory_in_the_parent_gets_the_real_case(tmp_path
     """A project's own test beside the suite, not isolated, builds the case's model in the parent:
     the case's factory there loads the real case (LoadedOnCall), and only then."""
     (tmp_path / "test_own.py").write_text(
-        "import os\n"
+        "import os, pickle, sys\n"
         "def test_builds_in_this_process(fd_case, fd_runtime):\n"
         "    assert os.environ.get('FD_CONFORMANCE_ISOLATION_WORKER') is None\n"
+        "    noting = next(m for n, m in sys.modules.items() if n.startswith('_fd_conformance_user_noting'))\n"
+        "    assert fd_case in noting.CASES and fd_case.module == 'acme_lm'  # the very case, not a copy\n"
+        "    assert pickle.loads(pickle.dumps(fd_case)) == fd_case\n"
         "    subject = fd_case.factory(fd_runtime)\n"
         "    assert subject.wrapper is not None and fd_case.config_postprocessor is None\n"
     )
@@ -122,3 +127,52 @@ def test_an_early_worker_puts_tmp_path_inside_the_sessions_basetemp(tmp_path: Pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (written,) = keep.rglob("here")
     assert written.is_relative_to(keep / "fdc-isolation"), written
+
+
+ODD_CASES = """\
+import dataclasses, enum, os, sys, time
+with open(os.environ["IMPORT_LOG"], "a", encoding="utf-8") as log:
+    log.write(f"{os.getpid()} {time.time()!r}\\n")
+sys.path.insert(0, OUTSIDE)
+from acme_lm import GOOD
+from fd_conformance.cases import ModelCase
+
+
+@dataclasses.dataclass(frozen=True)
+class TeamCase(ModelCase):
+    team: str = "acme"
+
+
+class Cap(str, enum.Enum):
+    DRAFT = "draft"
+
+
+SUBCLASS = [TeamCase(**{f.name: getattr(GOOD[0], f.name) for f in dataclasses.fields(GOOD[0])}, team="x")]
+ENUM_FIELD = [dataclasses.replace(GOOD[0], capabilities=frozenset({Cap.DRAFT}))]
+"""
+
+
+@pytest.mark.parametrize("attr", ["SUBCLASS", "ENUM_FIELD"])
+def test_cases_that_are_not_plain_data_are_loaded_by_the_parent(tmp_path: Path, attr: str) -> None:
+    """A ModelCase subclass, or a field holding the module's own Enum, would not come back from a
+    record as it was (or would import the module to unpickle): the worker sends none, the parent
+    loads the cases itself, and the case is certified as it always was."""
+    (tmp_path / "odd.py").write_text(ODD_CASES.replace("OUTSIDE", repr(str(OUTSIDE))))
+    (tmp_path / "tmp").mkdir()
+    proc, output, results = certify(tmp_path, f"odd.py:{attr}")
+    assert proc.returncode == 0 and "INTERNALERROR" not in output, output
+    assert {r["outcome"] for r in read_results(results)} <= {"passed", "skipped"} and "passed" in output, output
+    assert proc.pid in importers(tmp_path), output
+
+
+def test_a_model_module_that_marks_a_lifecycle_event_at_import_is_certified(tmp_path: Path) -> None:
+    """``fd_conformance.isolation.mark()`` is public: a model module may call it at import, which in
+    the worker happens while it starts. That mark reached the parent before the worker's startup
+    messages and was taken for a failed start: every check errored (so since the mark existed)."""
+    (tmp_path / "marking.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(OUTSIDE)!r})\n"
+        "from fd_conformance.isolation import mark\nmark('model module imported')\nfrom acme_lm import GOOD\n"
+    )
+    proc, output, results = certify(tmp_path, "marking.py:GOOD")
+    assert proc.returncode == 0 and "error" not in output.lower(), output
+    assert {r["outcome"] for r in read_results(results)} <= {"passed", "skipped"}, output

@@ -144,7 +144,7 @@ def _debugger_flag(config: pytest.Config) -> str | None:
     return "--trace" if config.getoption("trace", False) else None
 
 
-def _skipped_before_setup(item: pytest.Item) -> bool:
+def skipped_before_setup(item: pytest.Item) -> bool:
     """True when pytest will skip the item before any fixture runs (skip, or a true skipif):
     it then runs in-process, where skipping costs nothing, instead of waking a worker.
     Uses pytest's own evaluation, so conditions mean exactly what they mean at setup."""
@@ -196,7 +196,10 @@ class IsolationController:
         self.prestart_allowed = (
             self.mode != "off"
             and not is_xdist_controller(config)
-            and not any(config.getoption(name, False) for name in ("collectonly", "help", "markers"))
+            and not any(
+                config.getoption(name, False)
+                for name in ("collectonly", "help", "markers", "showfixtures", "show_fixtures_per_test")
+            )
         )
 
     def _default_timeout(self) -> float:
@@ -235,7 +238,7 @@ class IsolationController:
         list of files that hold isolated items (sent from pytest_collection_modifyitems)."""
         if self.watchdog is not None or not self.prestart_allowed or not self.wants(item):
             return
-        if _skipped_before_setup(item) or _gpu_item_without_gpu(item):
+        if skipped_before_setup(item) or _gpu_item_without_gpu(item):
             return
         self.prestart(paths=None)
 
@@ -260,7 +263,7 @@ class IsolationController:
         for item in items:
             if not (self.in_worker or self.wants(item)):
                 continue
-            if not self.in_worker and not _skipped_before_setup(item):
+            if not self.in_worker and not skipped_before_setup(item):
                 try:
                     self.timeouts[item.nodeid] = self._item_timeout(item)
                 except UsageError as err:

@@ -186,7 +186,7 @@ class WorkerProcess:
         """What a worker spawned with ``send_facts`` found at its configure (the ``configured``
         message), waited for within the startup deadline; None when it failed or died first (the
         parent then finds out for itself, and a later request reports the worker's start)."""
-        if self.sends_facts and self.configured is None and not self.ready:
+        if self.sends_facts and self.configured is None and not self.ready and self._early is None:
             received = self._next_message()
             if received is not None and received.name == messages.CONFIGURED:
                 self.configured = received.fields["facts"]
@@ -195,16 +195,20 @@ class WorkerProcess:
         return self.configured
 
     def _next_message(self) -> messages.Message | None:
-        """The worker's next message within the startup deadline; None when it fails or dies first."""
-        remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
-        ready = wait([self.conn, self.process.sentinel], remaining)
-        self.start_timed_out = not ready
-        if self.conn not in ready:
-            return None
-        try:
-            return messages.receive(self.conn)
-        except (EOFError, OSError, messages.WorkerProtocolError):
-            return None
+        """The worker's next startup message within the startup deadline (lifecycle marks made while
+        it starts, e.g. by a model module at import, are skipped); None when it fails or dies first."""
+        while True:
+            remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
+            ready = wait([self.conn, self.process.sentinel], remaining)
+            self.start_timed_out = not ready
+            if self.conn not in ready:
+                return None
+            try:
+                received = messages.receive(self.conn)
+            except Exception:  # noqa: BLE001 - EOF, a protocol error, a message that cannot be unpickled here
+                return None
+            if received.name != messages.EVENT:
+                return received
 
     def wait_ready(self) -> None:
         """Block until the worker's ``ready`` (bounded); a worker that cannot start is an error."""

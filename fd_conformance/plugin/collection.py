@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
-from fd_conformance.isolation.plugin import in_isolation_worker, prestart_worker, worker_facts
+from fd_conformance.isolation.plugin import in_isolation_worker, prestart_worker, skipped_before_setup, worker_facts
 from fd_conformance.isolation.worker.pytest_mode import WORKER_FACTS
 from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
@@ -28,7 +28,7 @@ from fd_conformance.plugin.shard import SHARD_KEY, empty_shard_reason
 from fd_conformance.plugin.usage import in_use, names_suite, registers_own_gpu_marker
 
 if TYPE_CHECKING:
-    from fd_conformance.cases import ModelCase
+    from fd_conformance.cases import ModelCase, Shard
 
 CASES_KEY: pytest.StashKey[list[ModelCase] | None] = pytest.StashKey()
 UNSHARDED_KEY: pytest.StashKey[list[ModelCase]] = pytest.StashKey()  # every shard's cases (a worker sends them)
@@ -43,13 +43,13 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
     cached = config.stash.get(CASES_KEY, None)
     if cached is not None:
         return cached
+    shard = _read_shard(config)  # a bad --fd-shard or durations file fails first, before any import
     cases = _cases_from_worker(config)
     if cases is None:
         cases = _load_cases_here(config)
     config.stash[UNSHARDED_KEY] = cases
-    shard_text: str | None = config.getoption(FD_SHARD)
-    if shard_text is not None:
-        cases = _keep_shard(config, cases, shard_text)
+    if shard is not None:
+        cases = _keep_shard(config, cases, *shard)
     config.stash[CASES_KEY] = cases
     return cases
 
@@ -60,7 +60,7 @@ def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
     before sending them (then loading here raises what it raised)."""
     facts = worker_facts(config)
     records = facts.get(CASE_RECORDS) if facts is not None else None
-    if records is None:
+    if records is None:  # no such worker, it failed first, or its cases are not plain data
         return None
     from fd_conformance.cases.manifest import case_from_record
 
@@ -71,7 +71,22 @@ def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
             real.append({case.name: case for case in _load_cases_here(config)})
         return real[0]
 
-    return [case_from_record(record, load_real) for record in records]
+    try:
+        return [case_from_record(record, load_real) for record in records]
+    except Exception:  # noqa: BLE001 - a record this kit cannot rebuild: load the cases here, as before
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that runs in this process (not isolated: a project's own test taking ``fd_case``)
+    gets the real case, not the one rebuilt from the worker's record (cases/manifest.py)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    case = params.get("fd_case")
+    if case is not None and not skipped_before_setup(item):  # a skipped test must not import the model
+        from fd_conformance.cases.manifest import real_case
+
+        params["fd_case"] = real_case(case)
 
 
 def _load_cases_here(config: pytest.Config) -> list[ModelCase]:
@@ -104,11 +119,11 @@ def pytest_configure(config: pytest.Config) -> None:
     certifies = loads_cases or names_suite(config)
     if in_isolation_worker():  # its parent waits for the cases it loads (load_session_cases)
         if certifies:
-            from fd_conformance.cases.manifest import case_record
+            from fd_conformance.cases.manifest import as_records
 
             load_session_cases(config)
-            records = [case_record(case) for case in config.stash[UNSHARDED_KEY]]  # the parent takes its shard itself
-            config.stash.setdefault(WORKER_FACTS, {})[CASE_RECORDS] = records
+            # every case, not this shard's: the parent takes its shard itself
+            config.stash.setdefault(WORKER_FACTS, {})[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
         return
     if certifies and _rows_can_run(config):
         prestart_worker(config)
@@ -140,13 +155,24 @@ def _cpu_row_markers(name: str, /, **kwargs: str | int | bool | None) -> bool:
     return name != "gpu"
 
 
-def _keep_shard(config: pytest.Config, cases: list[ModelCase], shard_text: str) -> list[ModelCase]:
-    """The cases of shard K/N (whole cases; the partition is cases/shard.py's), recorded in SHARD_KEY."""
-    from fd_conformance.cases import parse_shard, read_durations, shard_of
+def _read_shard(config: pytest.Config) -> tuple[Shard, dict[str, float] | None] | None:
+    """The session's --fd-shard and the durations balancing it, or None when it is not sharded."""
+    shard_text: str | None = config.getoption(FD_SHARD)
+    if shard_text is None:
+        return None
+    from fd_conformance.cases import parse_shard, read_durations
 
-    shard = parse_shard(shard_text, FD_SHARD)
     durations_file: str | None = config.getoption(FD_DURATIONS)
-    durations = read_durations(durations_file, FD_DURATIONS) if durations_file else None
+    return parse_shard(shard_text, FD_SHARD), read_durations(durations_file, FD_DURATIONS) if durations_file else None
+
+
+def _keep_shard(
+    config: pytest.Config, cases: list[ModelCase], shard: Shard, durations: dict[str, float] | None
+) -> list[ModelCase]:
+    """The cases of shard K/N (whole cases; the partition is cases/shard.py's), recorded in SHARD_KEY."""
+    from fd_conformance.cases import shard_of
+
+    durations_file: str | None = config.getoption(FD_DURATIONS)
     names = [case.name for case in cases]
     kept = shard_of(cases, names, shard, durations)
     devices: tuple[str, ...] = config.stash[DEVICES_KEY]
