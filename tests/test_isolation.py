@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -457,6 +458,43 @@ def test_startup_deadline_starts_when_the_paths_are_sent() -> None:
         assert any(nodeid.endswith("::test_plain_after") for nodeid in worker.collected), worker.collected
     finally:
         worker.stop()
+
+
+FLOODING_CONFTEST = """\
+import threading, time
+from fd_conformance.isolation import mark
+
+
+def _flood():
+    while True:  # as fast as it can: the pipe never drains
+        mark("still importing")
+
+
+threading.Thread(target=_flood, daemon=True).start()
+time.sleep(600)  # an import that never ends, marking all the while
+"""
+
+
+def test_lifecycle_marks_without_end_do_not_outlast_the_startup_deadline(tmp_path: Path) -> None:
+    """Marks made while a worker starts are passed over, but a worker that only ever marks is a
+    worker that did not start: waiting for its facts ends at the startup deadline."""
+    (tmp_path / "conftest.py").write_text(FLOODING_CONFTEST)
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    setup = {
+        "option_dict": {},
+        "args": ["-p", "no:cacheprovider", str(tmp_path / "test_x.py")],
+        "invocation_dir": str(tmp_path),
+        "paths": None,
+        "send_facts": True,
+    }
+    worker = WorkerProcess("pytest", setup, startup_timeout=5.0)
+    waiting = ThreadPoolExecutor(max_workers=1)
+    try:
+        facts = waiting.submit(worker.facts).result(timeout=60)  # without the deadline: forever
+        assert facts is None and worker.start_timed_out
+    finally:
+        worker.kill()
+        waiting.shutdown(wait=False)
 
 
 def test_worker_setup_passes_positional_arguments_only_as_args(pytestconfig: pytest.Config) -> None:

@@ -58,33 +58,35 @@ def case_record(case: ModelCase) -> dict[str, Any]:
     """The case as data: its data fields, and for each callable whether it has one."""
     record = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.name not in CALLABLES}
     record["callables"] = [name for name in CALLABLES if getattr(case, name) is not None]
+    record["module"] = case.module  # what case.module says in the parent too (changed-file selection)
     return record
 
 
 def case_from_record(record: dict[str, Any], load_real: Callable[[], dict[str, ModelCase]]) -> ModelCase:
     """The case a record describes, its callables standing in for the real ones (see LoadedOnCall).
     ``load_real`` loads the real cases by name: it is called only if a callable is."""
-    data: dict[str, Any] = {name: value for name, value in record.items() if name != "callables"}
+    data: dict[str, Any] = {name: value for name, value in record.items() if name not in ("callables", "module")}
     for name in CALLABLES:
-        data[name] = LoadedOnCall(load_real, record["name"], name) if name in record["callables"] else None
+        data[name] = LoadedOnCall(load_real, record["name"], name, record["module"]) if name in record["callables"] else None
     return ModelCase(**data)
 
 
 def real_case(case: ModelCase) -> ModelCase:
     """The real case a case rebuilt from a record stands for (loaded here on first use); any other
     case is returned as it is."""
-    factory = case.factory
-    return factory.real() if isinstance(factory, LoadedOnCall) else case
+    stand_in = next((value for name in CALLABLES if isinstance(value := getattr(case, name), LoadedOnCall)), None)
+    return stand_in.real() if stand_in is not None else case
 
 
 class LoadedOnCall:
     """A case's callable in a parent that took the case as a record: calling it loads the real
     cases here (once: ``load_real`` caches) and calls the real callable."""
 
-    def __init__(self, load_real: Callable[[], dict[str, ModelCase]], case: str, attr: str) -> None:
+    def __init__(self, load_real: Callable[[], dict[str, ModelCase]], case: str, attr: str, module: str) -> None:
         self.load_real = load_real
         self.case = case
         self.attr = attr
+        self.__module__ = module  # the real factory's, so case.module reads the same here
 
     def real(self) -> ModelCase:
         found = self.load_real().get(self.case)

@@ -209,6 +209,9 @@ class WorkerProcess:
                 return None
             if received.name != messages.EVENT:
                 return received
+            if time.monotonic() >= self.startup_from + self.startup_timeout:  # marks without end: no start
+                self.start_timed_out = True
+                return None
 
     def wait_ready(self) -> None:
         """Block until the worker's ``ready`` (bounded); a worker that cannot start is an error."""

@@ -55,9 +55,9 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
 
 
 def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
-    """The cases as the prestarted worker loaded them (records; their callables load the real
-    cases here only if a test in this process calls one), or None: no such worker, or it failed
-    before sending them (then loading here raises what it raised)."""
+    """The cases as the prestarted worker loaded them (records: the real cases load here only for
+    a test that runs in this process, see pytest_runtest_setup), or None: no such worker, or it
+    failed before sending them (then loading here raises what it raised)."""
     facts = worker_facts(config)
     records = facts.get(CASE_RECORDS) if facts is not None else None
     if records is None:  # no such worker, it failed first, or its cases are not plain data
