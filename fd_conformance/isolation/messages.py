@@ -10,6 +10,7 @@ imports it before any check runs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -44,6 +45,10 @@ FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 
 ALL_FILES = "<all>"  # a COLLECT ``paths`` entry: every file the parent's arguments reach is isolated
 WORKER_ENV = "FD_CONFORMANCE_ISOLATION_WORKER"  # "1" in workers: their plugin must not isolate again
+
+
+def in_isolation_worker() -> bool:
+    return os.environ.get(WORKER_ENV) == "1"
 
 
 class WorkerProtocolError(RuntimeError):

@@ -20,7 +20,6 @@ rewriting it then would warn in every session that loads the kit).
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from typing import TYPE_CHECKING, Any
@@ -112,10 +111,6 @@ def prestart_worker(config: pytest.Config) -> None:
         controller.prestart(paths=None, send_facts=True)
 
 
-def in_isolation_worker() -> bool:
-    return os.environ.get(messages.WORKER_ENV) == "1"
-
-
 def worker_facts(config: pytest.Config) -> dict[str, Any] | None:
     """What this session's prestarted worker found at its configure (``pytest_mode.WORKER_FACTS``), once it
     sends it; None without such a worker, or when it failed before (the caller then finds out
@@ -137,7 +132,7 @@ def is_xdist_controller(config: pytest.Config) -> bool:
 
 def _debugger_flag(config: pytest.Config) -> str | None:
     """``--pdb``/``--trace`` when given and isolation would otherwise be on, else None."""
-    if in_isolation_worker() or config.getoption(FD_ISOLATE, "marked") == "off":
+    if messages.in_isolation_worker() or config.getoption(FD_ISOLATE, "marked") == "off":
         return None
     if config.getoption("usepdb", False):
         return "--pdb"
@@ -181,7 +176,7 @@ class IsolationController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.in_worker = in_isolation_worker()
+        self.in_worker = messages.in_isolation_worker()
         self.mode = "off" if self.in_worker else str(config.getoption(FD_ISOLATE, "marked"))
         self.debugger = _debugger_flag(config)
         if self.debugger is not None:

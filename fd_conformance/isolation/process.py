@@ -197,9 +197,9 @@ class WorkerProcess:
     def _next_message(self) -> messages.Message | None:
         """The worker's next startup message within the startup deadline (lifecycle marks made while
         it starts, e.g. by a model module at import, are skipped); None when it fails or dies first."""
+        deadline = self.startup_from + self.startup_timeout
         while True:
-            remaining = max(0.0, self.startup_from + self.startup_timeout - time.monotonic())
-            ready = wait([self.conn, self.process.sentinel], remaining)
+            ready = wait([self.conn, self.process.sentinel], max(0.0, deadline - time.monotonic()))
             self.start_timed_out = not ready
             if self.conn not in ready:
                 return None
@@ -209,7 +209,7 @@ class WorkerProcess:
                 return None
             if received.name != messages.EVENT:
                 return received
-            if time.monotonic() >= self.startup_from + self.startup_timeout:  # marks without end: no start
+            if time.monotonic() >= deadline:  # marks without end: no start
                 self.start_timed_out = True
                 return None
 

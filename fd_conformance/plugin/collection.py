@@ -6,12 +6,14 @@ so asking pytest to rewrite it only warned in every user session; it holds no te
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from fd_conformance.devices import no_gpu_reason
-from fd_conformance.isolation.plugin import in_isolation_worker, prestart_worker, skipped_before_setup, worker_facts
+from fd_conformance.isolation.messages import in_isolation_worker
+from fd_conformance.isolation.plugin import prestart_worker, skipped_before_setup, worker_facts
 from fd_conformance.isolation.worker.pytest_mode import WORKER_FACTS
 from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
@@ -64,12 +66,9 @@ def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
         return None
     from fd_conformance.cases.manifest import case_from_record
 
-    real: list[dict[str, ModelCase]] = []
-
+    @functools.cache
     def load_real() -> dict[str, ModelCase]:
-        if not real:
-            real.append({case.name: case for case in _load_cases_here(config)})
-        return real[0]
+        return {case.name: case for case in _load_cases_here(config)}
 
     try:
         return [case_from_record(record, load_real) for record in records]

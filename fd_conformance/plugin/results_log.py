@@ -19,7 +19,7 @@ from collections.abc import Generator
 import pytest
 
 from fd_conformance.errors import UsageError
-from fd_conformance.isolation.messages import WORKER_ENV
+from fd_conformance.isolation.messages import in_isolation_worker
 from fd_conformance.isolation.plugin import is_xdist_controller
 from fd_conformance.isolation.results import FINISHED, INTERRUPTED, ResultLog, plan_record, session_record
 from fd_conformance.matrix_keys.check_record import RUN_ATTR, CheckRecord
@@ -28,7 +28,7 @@ from fd_conformance.plugin.options import FD_INCLUDE_MUTANTS, FD_RESULTS
 
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption(FD_RESULTS, None)
-    if not path or os.environ.get(WORKER_ENV) == "1":  # an isolation worker's tests are its parent's to log
+    if not path or in_isolation_worker():  # an isolation worker's tests are its parent's to log
         return
     try:
         writer = ResultsWriter(config, path)
