@@ -26,7 +26,7 @@ from pathlib import Path
 from _quick import ROOT, add_quick
 
 DURATIONS = ROOT / "tests" / "durations.json"  # read by tests/conftest.py to start the longest work first
-QUICK_TARGET = "tests/test_codes.py"
+QUICK_TARGET = "tests/test_lint_snapshots.py"  # small, and imports no framework
 
 
 def children_cpu() -> float:

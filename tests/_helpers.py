@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch only when a torch test asks for the runtime: paddle tests stay torch-free
     from fd_conformance.runtime.torch import TorchRuntime
+
+# How many xdist workers a gpu test's suite session runs on the one GPU (the plugin places them;
+# bench: FDC_GPU_SESSION_WORKERS=N to try another count beside the other gpu tests' sessions).
+GPU_SESSION_WORKERS = os.environ.get("FDC_GPU_SESSION_WORKERS", "4")
 
 
 def torch_cpu_runtime() -> TorchRuntime:

@@ -28,7 +28,7 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "first_result.py": (0, ("phases of the first check (torch-glm4-moe on cpu", "session in-process", "first result")),
     "hang_latency.py": (0, ("python_loop            isolation", "python_loop            signal")),
     "isolation_overhead.py": (0, ("in-process", "isolated ")),
-    "kit_test_time.py": (0, ("command: python -m pytest -n 2", "top 25 by cpu:", "tests/test_codes.py::")),
+    "kit_test_time.py": (0, ("command: python -m pytest -n 2", "top 25 by cpu:", "tests/test_lint_snapshots.py::")),
     "leak_resolution.py": (0, ("device=cpu graphs=host-emulated", "noise floor 0 B over 2 cycles x 1 models")),
     "lint_fastdeploy.py": (0, ("overall: 3 commits, TP 2, FP 0, FN 0",)),
     "lint_speed.py": (0, ("full tree (jobs=1)       files: 40", "changed files + context  files: 4")),

@@ -3,7 +3,8 @@
 The worker is spawned at configure; it loads the cases and sends them to the parent as records,
 so the parent collects without importing the model module (a framework import less per session).
 The parent imports it only where it must: a test of its own calls a case's factory, or the
-worker could not load the spec (the parent then raises the spec's one-line error itself). And a
+worker died before it could send them (the parent then loads the spec itself). A spec the
+worker could not load fails with the one-line error the worker sent. And a
 worker started that early never outlives a session that then refuses its arguments.
 
 Real ``python -m pytest`` sessions over an outside-style model whose module notes, at import, which
@@ -90,8 +91,9 @@ def test_a_spec_refused_after_the_early_start_leaves_no_worker_and_the_basetemp_
     proc, output, _ = certify(tmp_path, "noting.py:NOPE", f"--basetemp={keep}")
     assert proc.returncode == 4, output
     assert "'noting.py' has no attribute 'NOPE'" in output, output
-    # The early worker failed to load it; the parent then did, to raise the spec's error itself.
-    assert proc.pid in importers(tmp_path) and len(importers(tmp_path)) == 2, importers(tmp_path)
+    # The early worker failed to load it and sent its error: the parent raised it without importing
+    # the module a second time (a framework import saved on every bad spec).
+    assert proc.pid not in importers(tmp_path) and len(importers(tmp_path)) == 1, importers(tmp_path)
     # That worker is gone with its directory (the parent owns both), and a session refused at
     # configure left --basetemp as it was: pytest empties it only for a session that runs.
     assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("fdc-worker-")]

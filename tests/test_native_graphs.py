@@ -25,7 +25,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import native_double  # noqa: E402  (tests/ is on sys.path)
-from _helpers import torch_cpu_runtime  # noqa: E402
+from _helpers import GPU_SESSION_WORKERS, torch_cpu_runtime  # noqa: E402
 
 from fd_conformance.cases.native import NativeSubject, observe_calls  # noqa: E402
 from fd_conformance.findings import RULES, Severity  # noqa: E402
@@ -788,7 +788,7 @@ def suite_session(
     if double or not isolate:
         cmd += ["--fd-isolate=off"]
     if device == "cuda":
-        cmd += ["-n", "4"]  # workers share the one GPU (the plugin places them)
+        cmd += ["-n", GPU_SESSION_WORKERS]  # workers share the one GPU (the plugin places them)
     if select:
         cmd += ["-k", select]
     env = env_with_tests_dir()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import GPU_SESSION_WORKERS
 
 from fd_conformance.findings import RULES
 from fd_reference_models.cases import CONFIG_MUTANT_PREFIX
@@ -135,7 +136,7 @@ def test_gpu_suites_pass_good_and_catch_mutants(tmp_path: Path) -> None:
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q",
         "--fd-include-mutants", f"--fd-report={tmp_path}", "--fd-device=cuda",
-        "-n", "4",  # four workers share the one GPU (bench/xdist_verdicts.py shows serial judges the same)
+        "-n", GPU_SESSION_WORKERS,  # workers share the one GPU (bench/xdist_verdicts.py shows serial judges the same)
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     document = json.loads((tmp_path / "conformance.json").read_text())

@@ -113,7 +113,7 @@ def test_hang_and_crash_mutants_are_caught_by_their_isolation_codes(tmp_path: Pa
     """Issue 24.6: the parent's synthetic hang/crash report carried no verdict, so a mutant built to
     hang (FDC501) or crash (FDC502) was "missed" although its code was reported exactly."""
     rc, document, output = suite(
-        # 5 s: each of the 5 hangs waits it out; a crash check ends in 0.3-0.4 s here (15x margin)
+        # 5 s: the one hang waits it out; a crash check ends in 0.3-0.4 s here (15x margin)
         tmp_path / "r",
         f"{ACME_HANG}:CASES",
         "--fd-include-mutants",

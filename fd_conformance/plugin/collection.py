@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 CASES_KEY: pytest.StashKey[list[ModelCase] | None] = pytest.StashKey()
 UNSHARDED_KEY: pytest.StashKey[list[ModelCase]] = pytest.StashKey()  # every shard's cases (a worker sends them)
 CASE_RECORDS = "cases"  # the worker's fact: its cases as records (cases/manifest.py)
+CASES_ERROR = "cases_error"  # ... or the one-line error loading them raised there
 
 
 @raises_pytest_usage_error
@@ -59,8 +60,11 @@ def load_session_cases(config: pytest.Config) -> list[ModelCase]:
 def _cases_from_worker(config: pytest.Config) -> list[ModelCase] | None:
     """The cases as the prestarted worker loaded them (records: the real cases load here only for
     a test that runs in this process, see pytest_runtest_setup), or None: no such worker, or it
-    failed before sending them (then loading here raises what it raised)."""
+    failed before sending them (then loading here raises what it raised). A spec the worker could
+    not load raises the one-line error it sent: the module is not imported a second time."""
     facts = worker_facts(config)
+    if facts is not None and CASES_ERROR in facts:  # a bad spec: its error, without importing the module again
+        raise pytest.UsageError(facts[CASES_ERROR])
     records = facts.get(CASE_RECORDS) if facts is not None else None
     if records is None:  # no such worker, it failed first, or its cases are not plain data
         return None
@@ -110,8 +114,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """A session that certifies here spawns its isolation worker first; the worker loads the
     cases at its configure and sends them as records, so this process collects without importing
     a model module (a framework import each). Cases named by an option load now, to fail fast on
-    a bad spec or cases file, before collection: a spec the worker could not load is loaded here,
-    and fails here with its own one-line error."""
+    a bad spec or cases file, before collection: a spec the worker could not load fails here with
+    the one-line error the worker sent (or, when the worker died first, loaded here, with its own)."""
     loads_cases = any(config.getoption(name) is not None for name in (FD_CASES_FILE, FD_SHARD)) or bool(
         config.getoption(FD_MODEL)
     )
@@ -120,9 +124,15 @@ def pytest_configure(config: pytest.Config) -> None:
         if certifies:
             from fd_conformance.cases.manifest import as_records
 
-            load_session_cases(config)
+            facts = config.stash.setdefault(WORKER_FACTS, {})
+            try:
+                load_session_cases(config)
+            except pytest.UsageError as err:  # sent to the parent, which raises it and stops this worker
+                facts[CASES_ERROR] = str(err)
+                config.stash[CASES_KEY] = []
+                return
             # every case, not this shard's: the parent takes its shard itself
-            config.stash.setdefault(WORKER_FACTS, {})[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
+            facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
         return
     if certifies and _rows_can_run(config):
         prestart_worker(config)
