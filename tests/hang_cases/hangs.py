@@ -109,19 +109,21 @@ def hang_after_runtime_events() -> None:
     stream_events(bus)
     bus.emit(EventKind.GRAPH_CAPTURED, "decode-bs8", 1, owner="draft")
     bus.emit(EventKind.GROUP_SHUTDOWN, "tp", 2)
-    python_loop_silent()
+    wait_silently()
 
 
-def python_loop_silent() -> None:
-    while True:
-        pass
+def wait_silently() -> None:
+    """Blocks forever on an event nobody sets, with no mark and no core burnt while the watchdog
+    waits out its timeout: for callers that test what precedes the hang (its events, its process),
+    not how a class of hang is killed (the four above)."""
+    threading.Event().wait()
 
 
 def hang_after_writing_pid(path: str) -> None:
     """Tells the test which process to watch, then hangs (used to prove orphan cleanup)."""
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(str(os.getpid()))
-    python_loop_silent()
+    wait_silently()
 
 
 def _hang_after_runtime_marks(build: str) -> None:
@@ -138,7 +140,7 @@ def _hang_after_runtime_marks(build: str) -> None:
         runtime = torch_adapter.create("cpu")
     runtime.events.mark("draft: clear graphs", owner="draft")
     runtime.events.mark("release parameters", owner="main")
-    python_loop_silent()
+    wait_silently()
 
 
 def hang_after_get_runtime_events() -> None:
