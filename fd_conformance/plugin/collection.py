@@ -124,15 +124,17 @@ def pytest_configure(config: pytest.Config) -> None:
         if certifies:
             from fd_conformance.cases.manifest import as_records
 
-            facts = config.stash.setdefault(WORKER_FACTS, {})
+            facts = config.stash.get(WORKER_FACTS, None)  # there only when the parent waits for it
             try:
                 load_session_cases(config)
-            except pytest.UsageError as err:  # sent to the parent, which raises it and stops this worker
-                facts[CASES_ERROR] = str(err)
+            except pytest.UsageError as err:
+                if facts is None:
+                    raise
+                facts[CASES_ERROR] = str(err)  # the parent raises it, then stops this worker
                 config.stash[CASES_KEY] = []
                 return
-            # every case, not this shard's: the parent takes its shard itself
-            facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
+            if facts is not None:  # every case, not this shard's: the parent takes its shard itself
+                facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
         return
     if certifies and _rows_can_run(config):
         prestart_worker(config)

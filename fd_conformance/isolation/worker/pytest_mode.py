@@ -43,6 +43,8 @@ class WorkerSession:
         self.config = config
         self.paths = paths
         self.send_facts = send_facts  # the parent waits for WORKER_FACTS before it collects
+        if send_facts:  # in the stash from the start: configure hooks know the parent waits for them
+            config.stash[WORKER_FACTS] = {}
         self.keep: frozenset[Path] | None = None  # files to collect; None: all (set at collection)
         self.items: dict[str, pytest.Item] = {}
         self.nodes: dict[str, pytest.Item | pytest.Collector] = {}  # every collected node by id, session ("") included
