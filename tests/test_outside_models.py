@@ -37,8 +37,14 @@ def start(out: Path, device: str, workers: int) -> subprocess.Popen[str]:
 
 
 def finish(proc: subprocess.Popen[str], out: Path) -> dict[str, Any]:
-    """The session's output and conformance.json, once it ends."""
-    stdout, stderr = proc.communicate(timeout=900)
+    """The session's output and conformance.json, once it ends (killed past 900 s, as
+    subprocess.run's timeout would: a hung session must not outlive the test)."""
+    try:
+        stdout, stderr = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
     path = out / "conformance.json"
     assert path.exists(), stdout[-3000:] + stderr[-2000:]
     return {"stdout": stdout, "doc": json.loads(path.read_text())}
