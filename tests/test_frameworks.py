@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,40 @@ def test_each_installed_framework_builds_its_adapter_and_reports_its_version(nam
         pytest.skip(f"{name} is not installed here")
     assert get_runtime(name, "cpu").name == name
     assert framework_versions()[name] is not None  # one of its distributions is installed
+
+
+# --- importing a framework before the first model check (runtime.import_in_background) ----------
+# Whether a framework still works on the main thread after another thread imported it: what
+# Framework.imports_off_main_thread must say. Paddle's importing thread keeps dynamic-graph mode and
+# leaves every other thread in static mode; torch's grad mode and default dtype are the same on
+# every thread.
+STILL_USABLE_ON_MAIN = {
+    "torch": "import torch; print(torch.is_grad_enabled() and torch.get_default_dtype() is torch.float32 and float(torch.ones(2).sum()) == 2.0)",
+    "paddle": "import paddle; print(paddle.in_dynamic_mode())",
+}
+IMPORT_ON_A_THREAD = "import threading; t = threading.Thread(target=__import__, args=({name!r},)); t.start(); t.join()\n"
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_a_framework_is_imported_off_the_main_thread_only_where_the_main_thread_can_still_use_it(name: str) -> None:
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed here")
+    code = IMPORT_ON_A_THREAD.format(name=name) + STILL_USABLE_ON_MAIN[name]
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    usable = proc.stdout.strip().splitlines()[-1] == "True"
+    assert BY_NAME[name].imports_off_main_thread is usable, f"{name}: main thread usable after a thread imported it: {usable}"
+
+
+def test_import_in_background_imports_only_what_may_be_imported_off_the_main_thread() -> None:
+    code = (
+        "import sys, threading\n"
+        "from fd_conformance.runtime import import_in_background\n"
+        "import_in_background(['torch', 'paddle', 'no-such-framework'])\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name == 'fd-conformance-import': t.join()\n"
+        "print(sorted(m for m in ('torch', 'paddle', 'fd_conformance.runtime.torch') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['fd_conformance.runtime.torch', 'torch']"

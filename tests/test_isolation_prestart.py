@@ -36,11 +36,11 @@ def write_noting_module(directory: Path) -> None:
     (directory / "noting.py").write_text(NOTING_MODULE.replace("OUTSIDE", repr(str(OUTSIDE))))
 
 
-def certify(tmp_path: Path, spec: str, *extra: str) -> tuple[subprocess.Popen[str], str, Path]:
+def certify(tmp_path: Path, spec: str, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str, Path]:
     write_noting_module(tmp_path)
     (tmp_path / "tmp").mkdir(exist_ok=True)
     results = tmp_path / "results.jsonl"
-    env = {**os.environ, "IMPORT_LOG": str(tmp_path / "imports.log"), "TMPDIR": str(tmp_path / "tmp")}
+    env = {**os.environ, "IMPORT_LOG": str(tmp_path / "imports.log"), "TMPDIR": str(tmp_path / "tmp"), **(env or {})}
     cmd = [
         sys.executable, "-m", "pytest", "--pyargs", "fd_conformance.suite", "-p", "no:cacheprovider", "-q",
         f"--fd-model={spec}", f"--fd-results={results}", "--fd-device=cpu", *extra,
@@ -178,3 +178,46 @@ def test_a_model_module_that_marks_a_lifecycle_event_at_import_is_certified(tmp_
     proc, output, results = certify(tmp_path, "marking.py:GOOD")
     assert proc.returncode == 0 and "error" not in output.lower(), output
     assert {r["outcome"] for r in read_results(results)} <= {"passed", "skipped"}, output
+
+
+# A model module that imports no framework (its factory does, as the bundled reference cases do),
+# whose config post-processor notes, the first time C6 calls it, whether torch is imported or being
+# imported in the worker. C6 builds no model and runs first, so only the worker's early import of
+# the framework (runtime.import_in_background) can have started torch by then.
+LAZY_MODULE = """\
+import os, sys, threading
+from fd_conformance.cases import ModelCase
+from fd_reference_models import config
+
+def factory(runtime):
+    sys.path.insert(0, OUTSIDE)
+    from acme_lm import AcmeSubject
+    return AcmeSubject(runtime)
+
+def postprocess(cfg):
+    if not os.path.exists(os.environ["TORCH_LOG"]):
+        started = "torch" in sys.modules or any(t.name == "fd-conformance-import" for t in threading.enumerate())
+        with open(os.environ["TORCH_LOG"], "w", encoding="utf-8") as log:
+            log.write(f"{os.getpid()} {started}")
+    return config.postprocess(cfg)
+
+CASES = [ModelCase("lazy-acme", "torch", factory, (8, 4, 2), frozenset({"draft"}), checks=frozenset({"config", "protocol"}),
+                   config_postprocessor=postprocess, config_builder=config.FDConfig.from_raw)]
+"""
+
+
+@pytest.mark.parametrize(("extra", "early"), [((), True), (("-k", "config"), False)], ids=["whole-session", "narrowed-by-k"])
+def test_the_worker_imports_the_framework_while_its_first_checks_need_none(
+    tmp_path: Path, extra: tuple[str, ...], early: bool
+) -> None:
+    """A worker whose cases build models starts importing their framework once it has sent its
+    cases, so its first model check does not pay torch's import; a session narrowed by -k (which
+    may leave C6 alone) imports nothing it may never use."""
+    (tmp_path / "lazy.py").write_text(LAZY_MODULE.replace("OUTSIDE", repr(str(OUTSIDE))))
+    log = tmp_path / "torch.log"
+    proc, output, results = certify(tmp_path, "lazy.py:CASES", *extra, env={"TORCH_LOG": str(log)})
+    ran = {r["check"]: r for r in read_results(results) if r.get("isolated") and r["outcome"] != "skipped"}
+    assert ran["config"]["outcome"] == "passed" and ("protocol" in ran) is early, output  # -k left the row incomplete
+    pid, started = log.read_text().split()
+    assert int(pid) == ran["config"]["worker_pid"], output  # C6 ran in the worker...
+    assert started == str(early), output  # ... and torch had started there before it, or not

@@ -401,11 +401,13 @@ class IsolationController:
         # The session's own arguments and invocation directory, so the worker loads the same initial
         # conftests and names every test with the parent's node id; "paths" only narrows which files
         # it imports (see isolation.worker.pytest_mode.WorkerSession.pytest_ignore_collect).
+        option = config.option
         return {
             "option_dict": option_dict,
             "args": args + list(config.args),
             "invocation_dir": str(config.invocation_params.dir),
             "paths": None,
+            "selects": bool(option.keyword or option.markexpr or getattr(option, "deselect", None)),
         }
 
     def _basetemp(self) -> str | None:

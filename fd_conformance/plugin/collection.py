@@ -14,7 +14,7 @@ import pytest
 from fd_conformance.devices import no_gpu_reason
 from fd_conformance.isolation.messages import in_isolation_worker
 from fd_conformance.isolation.plugin import prestart_worker, skipped_before_setup, worker_facts
-from fd_conformance.isolation.worker.pytest_mode import WORKER_FACTS
+from fd_conformance.isolation.worker.pytest_mode import AFTER_FACTS, PARENT_SELECTS, WORKER_FACTS
 from fd_conformance.matrix_keys import case_of, check_name
 from fd_conformance.plugin.options import (
     DEVICES_KEY,
@@ -36,6 +36,7 @@ CASES_KEY: pytest.StashKey[list[ModelCase] | None] = pytest.StashKey()
 UNSHARDED_KEY: pytest.StashKey[list[ModelCase]] = pytest.StashKey()  # every shard's cases (a worker sends them)
 CASE_RECORDS = "cases"  # the worker's fact: its cases as records (cases/manifest.py)
 CASES_ERROR = "cases_error"  # ... or the one-line error loading them raised there
+FRAMEWORK_FREE_CHECKS = frozenset({"config"})  # C6 needs the case, not a runtime (framework_free_first)
 
 
 @raises_pytest_usage_error
@@ -135,11 +136,27 @@ def pytest_configure(config: pytest.Config) -> None:
                 return
             if facts is not None:  # every case, not this shard's: the parent takes its shard itself
                 facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
+            frameworks = frameworks_to_import(config)
+            if frameworks:
+                from fd_conformance.runtime import import_in_background
+
+                config.stash.setdefault(AFTER_FACTS, []).append(functools.partial(import_in_background, frameworks))
         return
     if certifies and _rows_can_run(config):
         prestart_worker(config)
     if loads_cases:
         load_session_cases(config)
+
+
+def frameworks_to_import(config: pytest.Config) -> set[str]:
+    """The frameworks this worker's model checks will import: those of its shard's cases that owe
+    a check beyond the framework-free ones. None when -k, -m or --deselect narrow the session
+    (what they leave is known only once the parent collects, and may be C6 alone) or nothing runs
+    (--collect-only)."""
+    if config.stash.get(PARENT_SELECTS, False) or config.option.collectonly:
+        return set()
+    cases = config.stash.get(CASES_KEY, None) or []
+    return {case.runtime for case in cases if case.checks is None or case.checks - FRAMEWORK_FREE_CHECKS}
 
 
 def _rows_can_run(config: pytest.Config) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
+from collections.abc import Iterable
 
 from fd_conformance.errors import UsageError
 from fd_conformance.frameworks import BY_NAME, FRAMEWORKS
@@ -39,3 +41,27 @@ def get_runtime(name: str = "auto", device: str = "auto") -> Runtime:
     runtime: Runtime = module.create(device)
     announce_runtime(runtime.events)  # e.g. an isolation worker streams them; nobody subscribed elsewhere
     return runtime
+
+
+def import_in_background(frameworks: Iterable[str]) -> None:
+    """Import these frameworks' adapters (so the frameworks) on a daemon thread, and return;
+    only those that may be imported off the checks' thread (``Framework.imports_off_main_thread``).
+
+    An isolation worker starts it once it knows that its cases build models: torch's import
+    (2.7-3.5 s in a fresh interpreter on a GPU host) then runs while its parent collects and the
+    framework-free checks run, not inside the first model check. A framework that fails to import
+    is left to the check that needs it: a failed import leaves nothing in ``sys.modules``, so that
+    check raises the same error where it always did.
+    """
+    chosen = [BY_NAME[name] for name in sorted(set(frameworks)) if name in BY_NAME]
+    adapters = [f.adapter for f in chosen if f.imports_off_main_thread and importlib.util.find_spec(f.name) is not None]
+    if adapters:
+        threading.Thread(target=_import_quietly, args=(adapters,), name="fd-conformance-import", daemon=True).start()
+
+
+def _import_quietly(modules: list[str]) -> None:
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001 - raised again, where it counts, by the check's own import
+            return

@@ -33,13 +33,22 @@ from fd_conformance.isolation.worker.channel import Channel, mark
 #: What the worker's plugins found at configure, sent to a parent that waits for it before it
 #: collects (plugin.worker_facts): picklable values by name, e.g. the session's cases as records.
 WORKER_FACTS = pytest.StashKey[dict[str, Any]]()
+#: What the worker's plugins start once the facts are sent and before collecting (e.g. a framework
+#: import on a thread): it then overlaps the parent's collection instead of delaying its facts.
+AFTER_FACTS = pytest.StashKey[list[Callable[[], None]]]()
+#: True when the parent narrows the session (-k, -m, --deselect): which checks run is known only
+#: from its requests (the worker's own config has no -k or -m: it must not deselect again).
+PARENT_SELECTS = pytest.StashKey[bool]()
 
 
 class WorkerSession:
     """Plugin registered in the worker's pytest: runs the items the parent asks for."""
 
-    def __init__(self, channel: Channel, config: pytest.Config, paths: list[str] | None, send_facts: bool = False) -> None:
+    def __init__(
+        self, channel: Channel, config: pytest.Config, paths: list[str] | None, send_facts: bool = False, selects: bool = False
+    ) -> None:
         self.channel = channel
+        config.stash[PARENT_SELECTS] = selects
         self.config = config
         self.paths = paths
         self.send_facts = send_facts  # the parent waits for WORKER_FACTS before it collects
@@ -57,6 +66,8 @@ class WorkerSession:
         collecting has loaded its plugins and conftests already; it waits here for the file list."""
         if self.send_facts:
             self.channel.send(messages.CONFIGURED, facts=self.config.stash.get(WORKER_FACTS, {}))
+        for start in self.config.stash.get(AFTER_FACTS, []):
+            start()
         paths = self.paths
         if paths is None:
             received = self.channel.recv()
@@ -194,7 +205,8 @@ def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
     """``setup``: {"option_dict", "args" (the parent's, for plugins, rootdir and initial conftests),
     "invocation_dir" (the parent's, which relative arguments and ini discovery start from),
     "paths" (files holding isolated items, [messages.ALL_FILES], or None: wait for the ``collect`` message),
-    "send_facts" (optional: send the ``configured`` message before collecting)}."""
+    "send_facts" (optional: send the ``configured`` message before collecting),
+    "selects" (optional: the parent narrows the session with -k, -m or --deselect)}."""
     from _pytest.config import Config  # the constructor pytest documents as "usable for subprocesses"
 
     invocation_dir = setup.get("invocation_dir")
@@ -204,6 +216,6 @@ def serve_pytest(channel: Channel, setup: dict[str, Any]) -> None:
         os.chdir(invocation_dir)
     config = Config.fromdictargs(setup["option_dict"], list(setup["args"]))
     paths = setup.get("paths")
-    session = WorkerSession(channel, config, paths, send_facts=bool(setup.get("send_facts")))
+    session = WorkerSession(channel, config, paths, send_facts=bool(setup.get("send_facts")), selects=bool(setup.get("selects")))
     config.pluginmanager.register(session, "fd_isolation_worker_session")
     config.hook.pytest_cmdline_main(config=config)
