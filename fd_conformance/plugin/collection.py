@@ -123,8 +123,6 @@ def pytest_configure(config: pytest.Config) -> None:
     certifies = loads_cases or names_suite(config)
     if in_isolation_worker():  # its parent waits for the cases it loads (load_session_cases)
         if certifies:
-            from fd_conformance.cases.manifest import as_records
-
             facts = config.stash.get(WORKER_FACTS, None)  # there only when the parent waits for it
             try:
                 load_session_cases(config)
@@ -134,10 +132,13 @@ def pytest_configure(config: pytest.Config) -> None:
                 facts[CASES_ERROR] = str(err)  # the parent raises it, then stops this worker
                 config.stash[CASES_KEY] = []
                 return
-            if facts is not None:  # every case, not this shard's: the parent takes its shard itself
-                facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])
+            if facts is None:  # a spare or a replacement: no collection of its parent's to overlap
+                return
+            from fd_conformance.cases.manifest import as_records
+
+            facts[CASE_RECORDS] = as_records(config.stash[UNSHARDED_KEY])  # every case: the parent takes its shard
             frameworks = frameworks_to_import(config)
-            if frameworks:
+            if frameworks:  # imported while the parent collects (a spare never used would pay for nothing)
                 from fd_conformance.runtime import import_in_background
 
                 config.stash.setdefault(AFTER_FACTS, []).append(functools.partial(import_in_background, frameworks))
