@@ -151,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def frameworks_to_import(config: pytest.Config) -> set[str]:
     """The frameworks this worker's model checks will import: those of its shard's cases that owe
-    a check beyond the framework-free ones. None when -k, -m or --deselect narrow the session
+    a check beyond the framework-free ones. Nothing when -k, -m or --deselect narrow the session
     (what they leave is known only once the parent collects, and may be C6 alone) or nothing runs
     (--collect-only)."""
     if config.stash.get(PARENT_SELECTS, False) or config.option.collectonly:

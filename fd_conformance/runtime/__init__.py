@@ -50,8 +50,8 @@ def import_in_background(frameworks: Iterable[str]) -> None:
     An isolation worker starts it once it knows that its cases build models: torch's import
     (2.7-3.5 s in a fresh interpreter on a GPU host) then runs while its parent collects and the
     framework-free checks run, not inside the first model check. A framework that fails to import
-    is left to the check that needs it: a failed import leaves nothing in ``sys.modules``, so that
-    check raises the same error where it always did.
+    is left to the check that needs it: the module whose import failed is not left in
+    ``sys.modules``, so that check's own import runs it again and raises where it always did.
     """
     chosen = [BY_NAME[name] for name in sorted(set(frameworks)) if name in BY_NAME]
     adapters = [f.adapter for f in chosen if f.imports_off_main_thread and importlib.util.find_spec(f.name) is not None]
