@@ -180,19 +180,15 @@ def test_a_model_module_that_marks_a_lifecycle_event_at_import_is_certified(tmp_
     assert {r["outcome"] for r in read_results(results)} <= {"passed", "skipped"}, output
 
 
-# A model module that imports no framework (its factory does, as the bundled reference cases do),
+# An outside-style model module that imports no framework (acme_lazy.py: its factory does),
 # whose config post-processor notes, the first time C6 calls it, whether torch is imported or being
 # imported in the worker. C6 builds no model and runs first, so only the worker's early import of
 # the framework (runtime.import_in_background) can have started torch by then.
 LAZY_MODULE = """\
-import os, sys, threading
-from fd_conformance.cases import ModelCase
+import dataclasses, os, sys, threading
 from fd_reference_models import config
-
-def factory(runtime):
-    sys.path.insert(0, OUTSIDE)
-    from acme_lm import AcmeSubject
-    return AcmeSubject(runtime)
+sys.path.insert(0, OUTSIDE)
+from acme_lazy import GOOD
 
 def postprocess(cfg):
     if not os.path.exists(os.environ["TORCH_LOG"]):
@@ -201,8 +197,8 @@ def postprocess(cfg):
             log.write(f"{os.getpid()} {started}")
     return config.postprocess(cfg)
 
-CASES = [ModelCase("lazy-acme", "torch", factory, (8, 4, 2), frozenset({"draft"}), checks=frozenset({"config", "protocol"}),
-                   config_postprocessor=postprocess, config_builder=config.FDConfig.from_raw)]
+CASES = [dataclasses.replace(GOOD[0], name="lazy-acme", checks=frozenset({"config", "protocol"}),
+                             config_postprocessor=postprocess, config_builder=config.FDConfig.from_raw)]
 """
 
 

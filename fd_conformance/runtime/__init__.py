@@ -53,8 +53,10 @@ def import_in_background(frameworks: Iterable[str]) -> None:
     is left to the check that needs it: the module whose import failed is not left in
     ``sys.modules``, so that check's own import runs it again and raises where it always did.
     """
-    chosen = [BY_NAME[name] for name in sorted(set(frameworks)) if name in BY_NAME]
-    adapters = [f.adapter for f in chosen if f.imports_off_main_thread and importlib.util.find_spec(f.name) is not None]
+    wanted = set(frameworks)
+    adapters = [
+        BY_NAME[name].adapter for name in installed_runtimes() if name in wanted and BY_NAME[name].imports_off_main_thread
+    ]
     if adapters:
         threading.Thread(target=_import_quietly, args=(adapters,), name="fd-conformance-import", daemon=True).start()
 
