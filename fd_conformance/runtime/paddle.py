@@ -131,10 +131,26 @@ def ensure_async_allocator_flag() -> bool:
 
 
 def _free_port() -> int:
-    """A loopback port for the one-rank group's TCPStore (nobody else connects to it)."""
+    """A loopback port for the one-rank groups' TCPStore (nobody else connects to it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_STORE: dict[int, Any] = {}  # pid -> this process's TCPStore (a forked child must not reuse its parent's)
+
+
+def _shared_store() -> Any:
+    """The process's one TCPStore for every group it makes, as ``paddle.distributed.new_group``
+    shares its default store (each group keys its rendezvous by its own ring id). Starting a
+    store waits ~90 ms for its server, which a store per group paid on every restart."""
+    from paddle.base import core
+
+    pid = os.getpid()
+    if pid not in _STORE:
+        _STORE.clear()
+        _STORE[pid] = core.TCPStore("127.0.0.1", _free_port(), True, 1, 30)
+    return _STORE[pid]
 
 
 class PaddleGroup(Group):
@@ -143,23 +159,22 @@ class PaddleGroup(Group):
 
     ``paddle.distributed.new_group`` creates no ProcessGroup for a single rank (and its
     collectives skip non-members), so the group is built from Paddle's own parts instead:
-    a TCPStore, ``_new_process_group_impl`` and ``Group``. Collectives call the ProcessGroup
+    the process's TCPStore, ``_new_process_group_impl`` and ``Group``. Collectives call the ProcessGroup
     directly, on the calculation stream on CUDA so that they land inside a captured graph.
     """
 
     def __init__(self, name: str, backend: str) -> None:
         import paddle.distributed.collective as collective
-        from paddle.base import core
         from paddle.distributed.communication.group import Group as PaddleDistGroup
         from paddle.distributed.communication.group import _add_new_group
 
         os.environ.setdefault(TRAINER_ID_ENV, "0")
         self.name = name
         self.backend = backend
-        self._store = core.TCPStore("127.0.0.1", _free_port(), True, 1, 30)
         gid = collective._new_ring_id()
         self.dist_name = f"fd_conformance_{name}_{gid}"
-        self._pg: Any = collective._new_process_group_impl(backend, self._store, 0, 1, self.dist_name, None, group_id=gid)
+        store = _shared_store()
+        self._pg: Any = collective._new_process_group_impl(backend, store, 0, 1, self.dist_name, None, group_id=gid)
         self.dist_group: Any = PaddleDistGroup(0, gid, [0], pg=self._pg, name=self.dist_name)
         collective._get_group_map_by_name()[self.dist_name] = self.dist_group
         collective._get_group_map()[gid] = self.dist_group
