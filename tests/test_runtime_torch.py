@@ -383,19 +383,20 @@ def test_shutdown_group_rejects_a_foreign_group(rt: TorchRuntime) -> None:
         rt.shutdown_group(Foreign())
 
 
-def test_store_dir_is_removed_with_the_world_it_served() -> None:
-    """get_runtime() builds a runtime per call: a FileStore dir goes when the world it made does.
+def test_store_file_is_removed_with_the_world_it_served() -> None:
+    """get_runtime() builds a runtime per call: a world's FileStore file goes when the world does.
     In a fresh interpreter: a world an earlier test of this process left (on CPU the world outlives
-    a check) would make this runtime join it, with no store dir of its own to check."""
+    a check) would make this runtime join it, with no store of its own to check."""
     script = textwrap.dedent(
         """
         import os
         from fd_conformance.runtime import get_runtime
+        from fd_conformance.runtime.torch import _KIT_WORLD
         rt = get_runtime("torch", "cpu"); group = rt.new_group("tp")
-        store_dir = rt._store_dir
-        assert store_dir is not None and os.path.isdir(store_dir), store_dir
+        store = _KIT_WORLD["store"]
+        assert os.path.isfile(store), store
         rt.shutdown_group(group)  # last group: the runtime destroys the world it made
-        assert not os.path.exists(store_dir), store_dir
+        assert not os.path.exists(store) and not _KIT_WORLD, store
         print("store removed")
         """
     )
@@ -418,6 +419,35 @@ def test_a_dropped_runtime_keeps_the_store_its_live_world_uses() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert "rendezvous ok" in proc.stdout, proc.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_gpu_groups_restart_as_splits_of_a_kept_world_that_a_native_engine_never_finds() -> None:
+    """On a GPU the world a runtime makes connects eagerly and outlives its groups and the runtime
+    (each NCCL communicator's destroy waits ~0.5 s; a split sharing the world's resources does
+    not), later runtimes join it, and observing a native engine ends it: that engine makes its own
+    world, as it would alone. In a fresh interpreter: the tests before may have left a world."""
+    script = textwrap.dedent(
+        """
+        import os, torch, torch.distributed as dist
+        from fd_conformance.runtime import get_runtime
+        rt = get_runtime("torch", "cuda"); group = rt.new_group("tp"); world = dist.group.WORLD
+        assert os.environ["NCCL_COMM_SPLIT_SHARE_RESOURCES"] == "1"
+        rt.shutdown_group(group)  # the model's own shutdown, as in every RL cycle
+        assert dist.is_initialized() and dist.group.WORLD is world, "the world ended with its group"
+        again = rt.new_group("tp"); t = torch.ones(4, device="cuda"); again.all_reduce(t)
+        assert t.tolist() == [1.0] * 4
+        rt.release_groups()  # a check's teardown
+        later = get_runtime("torch", "cuda"); joined = later.new_group("tp")
+        assert dist.group.WORLD is world, "a later check's runtime made a world of its own"
+        later.shutdown_group(joined)
+        get_runtime("torch", "cuda").observe_native_graphs()
+        assert not dist.is_initialized(), "a native engine would find the kit's world"
+        print("kept, joined, ended")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "kept, joined, ended" in proc.stdout, proc.stderr[-2000:]
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ above ``fd_conformance/runtime/``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import functools
 import itertools
@@ -36,6 +37,33 @@ from fd_conformance.runtime.base import (
 from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
 
 GROUP_TIMEOUT = datetime.timedelta(seconds=60)  # a one-rank group that takes longer is broken
+SPLIT_SHARE_ENV = "NCCL_COMM_SPLIT_SHARE_RESOURCES"  # NCCL reads it at a process's first split
+# The one-rank default world a runtime of this process made ("group") and its FileStore's file
+# ("store"); empty while there is none, or the world is a launcher's. Process-wide: the world
+# outlives the runtime that made it, and later runtimes join it.
+_KIT_WORLD: dict[str, Any] = {}
+_STORE_IDS = itertools.count()
+
+
+@functools.cache
+def _store_root() -> str:
+    """The process's directory for its worlds' store files, removed at exit. Not with a runtime:
+    the world outlives a dropped runtime, and deleting its store deadlocks the next rendezvous."""
+    root = tempfile.mkdtemp(prefix="fdc-torch-store-")
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+def end_kit_world() -> None:
+    """Destroy the default world if a runtime of this process made it (never a launcher's), and
+    with it every group still split from it; then its store file."""
+    group, store = _KIT_WORLD.pop("group", None), _KIT_WORLD.pop("store", None)
+    if group is not None and dist.is_initialized() and dist.group.WORLD is group:
+        dist.destroy_process_group()
+    if store is not None:
+        with contextlib.suppress(OSError):
+            os.remove(store)
+
 
 # Every captured, not-yet-reset CUDA graph of the PROCESS, whichever runtime made it: cuBLAS
 # workspaces and the capture stream are process-wide and get_runtime() builds a new runtime per
@@ -128,9 +156,6 @@ class TorchRuntime(Runtime):
         if device != "cuda":
             self._ledger = self.host.ledger  # the CUDA allocator counts our allocations by itself
         self._owns_default_group = False
-        self._store_dir: str | None = None
-        self._store_cleanup: Callable[[], None] | None = None
-        self._store_ids = itertools.count()
 
     # --- framework / device ---------------------------------------------------------
     @property
@@ -220,6 +245,10 @@ class TorchRuntime(Runtime):
         reason = self.native_graphs_unavailable()
         if reason is not None:
             raise UsageError(f"native graph mode on {self.device}: {reason}", "run the native case on a CUDA device")
+        if self.device == "cuda" and not _LIVE_CUDA_GRAPHS and not torch_native.live_native_graphs():
+            # A native engine makes its own world when none exists (its own device_id, its own
+            # splits): it must not find the one a kit check of this worker kept.
+            end_kit_world()
         return torch_native.TorchGraphObserver(self)
 
     # --- weights: the storage operations under Runtime.release_parameter/restore_parameter ---
@@ -258,22 +287,22 @@ class TorchRuntime(Runtime):
     def _ensure_default_group(self) -> None:
         if dist.is_initialized():
             return  # someone else (a launcher, a test) owns it; we only add subgroups
-        if self._store_dir is None:
-            self._store_dir = tempfile.mkdtemp(prefix="fdc-torch-store-")
-            # Removed when the world we made is destroyed, or at exit -- NOT when this runtime is
-            # collected: the process group outlives a dropped runtime, and a later runtime's
-            # new_group rendezvous through this store (deleting it deadlocks that rendezvous).
-            self._store_cleanup = functools.partial(shutil.rmtree, self._store_dir, True)
-            atexit.register(self._store_cleanup)
-        # A fresh FileStore file per init: a store file reused after destroy_process_group can
-        # carry keys from the previous incarnation and confuse the rendezvous.
-        store = dist.FileStore(os.path.join(self._store_dir, f"store-{next(self._store_ids)}"), 1)
-        # No device_id: the world's own NCCL communicator is never made (nothing of ours runs a
-        # collective on it; new_group() warms the subgroup's). Each communicator made costs ~0.5 s
-        # at its destroy on a GPU (NCCL's proxy thread polls for its stop every 500 ms), and every
-        # RL cycle restarts the world: an eager world doubled each restart (bench/comm_group_cost.py).
-        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT)
+        # A fresh store file per world: one reused after destroy_process_group can carry keys from
+        # the previous incarnation and confuse the rendezvous.
+        store_file = os.path.join(_store_root(), f"store-{next(_STORE_IDS)}")
+        store = dist.FileStore(store_file, 1)
+        device_id = None
+        if self.device == "cuda":
+            # Every NCCL communicator's destroy waits ~0.5 s for its proxy thread (which polls
+            # for its stop every 500 ms). So on a GPU the world connects eagerly (device_id) and is
+            # kept for the process's later checks, and each group is split from it sharing its
+            # resources: a group restart then costs milliseconds (bench/comm_group_cost.py). A
+            # user's own NCCL_COMM_SPLIT_SHARE_RESOURCES is kept.
+            os.environ.setdefault(SPLIT_SHARE_ENV, "1")
+            device_id = self.torch_device
+        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, device_id=device_id)
         self._owns_default_group = True
+        _KIT_WORLD.update(group=dist.group.WORLD, store=store_file)
 
     def new_group(self, name: str = "tp") -> Group:
         """A subgroup over every rank (joining or making the default world first).
@@ -300,27 +329,20 @@ class TorchRuntime(Runtime):
     group_type = TorchGroup
 
     def _release_group(self, group: TorchGroup) -> None:
-        # On CPU the subgroup only: the world stays for the next check's runtime to join (re-making
-        # it per check cost +16 % on the CPU suite session, gloo). On CUDA our world holds no
-        # communicator, so ending it with its last group costs nothing, and the next check in this
-        # worker starts without it: a native-mode engine that makes its own world when none exists
-        # (with its own device_id, its groups connected eagerly) must not join ours instead.
+        # The subgroup only: the world stays for the next check's runtime to join (re-making it per
+        # check cost +16 % on the CPU suite session, gloo; on a GPU ~0.5 s a check, NCCL).
         dist.destroy_process_group(group.handle)
-        if self.device == "cuda":
-            self._end_world_if_unused()
 
     def _destroy_group(self, group: TorchGroup) -> None:
         dist.destroy_process_group(group.handle)
-        self._end_world_if_unused()
+        if self.device != "cuda":
+            self._end_world_if_unused()  # on a GPU the world stays: the restart's group is a split
 
     def _end_world_if_unused(self) -> None:
         if not self._groups and self._owns_default_group:
             # Last group gone: tear the world down too, so update_parameters' restart re-inits it.
-            dist.destroy_process_group()
             self._owns_default_group = False
-            if self._store_cleanup is not None:
-                self._store_cleanup()  # the world is gone: its store files can go too
-                self._store_cleanup, self._store_dir = None, None
+            end_kit_world()
 
 
 def create(device: str) -> Runtime:
