@@ -16,17 +16,13 @@ import pytest
 from fd_conformance import cli
 from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.isolation.causes import classify_error, crash_cause
-from fd_conformance.isolation.process import REPORT_BOUND_S, WorkerProcess, stuck_frame
+from fd_conformance.isolation.process import WorkerProcess, stuck_frame
 from fd_conformance.isolation.results import ResultLog, new_record, read_results
 from fd_conformance.isolation.watchdog import IsolatedRunner, Watchdog
 
 sys.path.insert(0, str(Path(__file__).parent))  # the worker imports hang_cases from the same sys.path
 
-HANG_TIMEOUT_S = 1.0
-# The evidence steps' configured bounds plus scheduling margin: a loaded 2-core CI box running
-# -n 2 must not flake this. The typical "under 3 s" figure is measured by bench/hang_latency.py.
-SCHEDULING_MARGIN_S = 2.0
-REPORT_SLACK_S = REPORT_BOUND_S + SCHEDULING_MARGIN_S
+HANG_TIMEOUT_S = 1.0  # how long a hang takes to be reported is bench/hang_latency.py's figure, not asserted here
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +41,9 @@ def test_worker_is_reused_across_passing_checks(runner: IsolatedRunner) -> None:
 
 @pytest.mark.parametrize("kind", ["python_loop", "c_wait_gil_released", "c_call_holding_gil", "thread_deadlock"])
 def test_every_hang_class_is_killed_with_evidence(runner: IsolatedRunner, kind: str) -> None:
-    started = time.monotonic()
     outcome = runner.call(f"hang_cases.hangs:{kind}", timeout=HANG_TIMEOUT_S)
-    elapsed = time.monotonic() - started
     assert outcome.outcome == "hang"
     assert outcome.finding is not None and outcome.finding.code == "FDC501"
-    assert elapsed < HANG_TIMEOUT_S + REPORT_SLACK_S
     assert f"in {kind}" in outcome.run.stuck_frame  # the stuck frame names the hanging function
     assert outcome.run.last_event.startswith("hang:")  # streamed before the child went silent
     assert "most recent call first" in outcome.run.python_stacks

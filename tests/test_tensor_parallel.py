@@ -100,14 +100,12 @@ def rank_capture_order(ctx: RankContext, mutant_rank: int) -> dict[str, Any]:
     rt = ctx.runtime()
     runner_cls = AscendingCaptureRunner if ctx.rank == mutant_rank else TensorParallelRunner
     subject = tp_glm4_moe_mtp_subject(rt, tp_rank=ctx.rank, tp_size=ctx.world_size, runner_cls=runner_cls)
-    started = time.monotonic()
     with LifecycleRecorder(rt) as recorder:
         findings = capture_in_agreed_order(subject.runner, ctx.store, ctx.rank, ctx.world_size)
     return {
         "codes": _codes(findings),
         "messages": [f.format() for f in findings],
         "graphs_captured": len(_graph_labels(recorder.events)),
-        "seconds": time.monotonic() - started,
     }
 
 
@@ -256,7 +254,7 @@ def test_mismatched_capture_order_is_a_finding_on_every_rank(cpu_world: Distribu
         # One mismatch; rank 1's main AND draft plans are each ascending.
         assert sorted(value["codes"]) == ["FDC601", "FDC602", "FDC602"], value["messages"]
         assert value["graphs_captured"] == 0  # nobody entered a capture: no deadlock to wait out
-        assert value["seconds"] < 10  # both plans were there: no wait beyond the exchange itself
+        # (no FDC603 among the codes: both plans were there, so nobody waited for an absent peer)
         assert any("rank 1 plans capture order [main:1, main:2, main:4" in m for m in value["messages"])
 
 
@@ -321,9 +319,7 @@ def test_hung_rank_reported_with_rank_and_frame_and_session_goes_on(cpu_world: D
     _passed(cpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S))  # ranks warm: imports paid
     _passed(cpu_world.run(f"{HERE}:rank_build_subject", timeout=CALL_TIMEOUT_S))  # built outside the hang's deadline
     incarnation = cpu_world.incarnations
-    started = time.monotonic()
     outcome = cpu_world.run(f"{HERE}:rank_skips_collective", 1, timeout=HANG_TIMEOUT_S)
-    elapsed = time.monotonic() - started
     (hung,) = outcome.by_outcome("hang")
     assert hung.rank == 0 and outcome.ranks[1].outcome == "passed"
     finding = hung.finding
@@ -331,7 +327,6 @@ def test_hung_rank_reported_with_rank_and_frame_and_session_goes_on(cpu_world: D
     assert "[rank 0/2]" in finding.message
     assert "common.py" in hung.run.stuck_frame and "__call__" in hung.run.stuck_frame  # TP all-reduce hook
     assert "all_reduce" in hung.run.python_stacks
-    assert elapsed < HANG_TIMEOUT_S + 10  # evidence + kill are bounded
     # The session goes on: a fresh world replaces both ranks and its collectives work.
     values = _passed(cpu_world.run(f"{HERE}:rank_all_reduce", timeout=CALL_TIMEOUT_S))
     assert values == [3.0, 3.0] and cpu_world.incarnations == incarnation + 1
