@@ -151,6 +151,11 @@ def hang_after_unstreamed_runtime_events() -> None:
     _hang_after_runtime_marks("create")
 
 
+def use_the_torch_runtime() -> None:
+    """Imports torch and the kit's torch adapter (what a runtime's first build pays)."""
+    import fd_conformance.runtime.torch  # noqa: F401
+
+
 def use_torch(cuda: bool = False) -> bool:
     """Imports torch (and with ``cuda`` creates a CUDA context); returns torch.cuda.is_initialized()."""
     import torch
