@@ -18,11 +18,15 @@ from fd_conformance.suite._support import capture_size_findings, declared_sizes,
 WRAPPERS = {"main": "TrunkLM", "draft": "SpecHead"}
 
 
-def judge(declared: dict[str, tuple[int, ...]], steps: dict[int, list[str]], roles: dict[str, str]) -> list[str]:
-    """Messages for ``steps`` (size -> replayed graph labels); a label's identity is its hash."""
-    replayed = {size: [(hash(label), label) for label in labels] for size, labels in steps.items()}
-    by_id = {hash(label): role for label, role in roles.items()}
-    return [f.message for f in capture_size_findings(declared, replayed, by_id, WRAPPERS) if f.code == "FDC306"]
+def judge(
+    declared: dict[str, tuple[int, ...]], steps: dict[int, list[str]], roles: dict[str, str], ids: dict[str, int] | None = None
+) -> list[str]:
+    """Messages for ``steps`` (size -> replayed graph labels); a label's identity is its hash
+    unless ``ids`` gives one (two graphs at one address, one after the other)."""
+    identity = {**{label: hash(label) for label in roles}, **(ids or {})}
+    replayed = {size: [(identity[label], label) for label in labels] for size, labels in steps.items()}
+    graphs = {(identity[label], label): role for label, role in roles.items()}
+    return [f.message for f in capture_size_findings(declared, replayed, graphs, WRAPPERS) if f.code == "FDC306"]
 
 
 def test_every_size_with_its_own_graph_passes() -> None:
@@ -36,6 +40,18 @@ def test_a_size_padded_into_a_larger_graph_is_named() -> None:
     (message,) = judge({"main": (4, 2, 1)}, steps, {"m4": "main", "m2": "main"})
     assert "capture size 1 has no main graph of its own" in message
     assert "main wrapper TrunkLM replayed 'm2' (the graph of size 2)" in message
+
+
+def test_a_graph_at_an_evicted_graphs_address_is_its_own_size() -> None:
+    """A lazy LRU evicts its size-4 graph mid-steps and captures size 1 at the freed address (the
+    same id(), one after the other): size 1 has its own graph, it was not padded into size 4. This
+    was a false FDC306 on Kiln's certified LRU, about 1 run in 36 under load."""
+    steps = {4: ["K@4#1"], 3: ["K@3#2"], 2: ["K@2#3"], 1: ["K@1#4"]}
+    roles = {"K@4#1": "main", "K@3#2": "main", "K@2#3": "main", "K@1#4": "main"}
+    assert judge({"main": (4, 2, 1)}, steps, roles, ids={"K@4#1": 7, "K@1#4": 7}) == []
+    # The same address replayed at 4 and at 1 by ONE graph is still padding.
+    (padded,) = judge({"main": (4, 2, 1)}, {4: ["K@4#1"], 2: ["K@2#3"], 1: ["K@4#1"]}, roles)
+    assert "replayed 'K@4#1' (the graph of size 4)" in padded
 
 
 def test_a_size_above_every_graph_is_named_with_the_largest() -> None:

@@ -29,19 +29,28 @@ def step_sizes(case: Any, subject: Any) -> list[int]:
     return sorted({size for sizes in declared_sizes(case, subject).values() for size in sizes}, reverse=True)
 
 
+GraphKey = tuple[int, str]  # (identity, label): a graph, for as long as it lives
+
+
 def capture_size_findings(
     declared: Mapping[str, Sequence[int]],
-    replayed: Mapping[int, Sequence[tuple[int, str]]],
-    roles: Mapping[int, str],
+    replayed: Mapping[int, Sequence[GraphKey]],
+    roles: Mapping[GraphKey, str],
     wrappers: Mapping[str, str],
 ) -> list[Finding]:
     """FDC306 for every declared size whose step replayed no graph of its own, per model.
 
-    ``replayed`` maps a step's token count to the graphs its forward replayed ((identity, label)
-    each; a size missing from it is not judged: its step did not complete); ``roles`` maps a graph identity to "main", "draft" or "unattributed" (held by neither
-    wrapper alone, e.g. in a runner's bank: it counts for either model, and is judged only at the
-    sizes both declare); ``wrappers`` names each role's class. A graph that the step of a LARGER
-    declared size replays too is that size's graph: the smaller step was padded into it.
+    ``replayed`` maps a step's token count to the graphs its forward replayed (a size missing from
+    it is not judged: its step did not complete); ``roles`` maps a graph to "main", "draft" or
+    "unattributed" (held by neither wrapper alone, e.g. in a runner's bank: it counts for either
+    model, and is judged only at the sizes both declare); ``wrappers`` names each role's class. A
+    graph that the step of a LARGER declared size replays too is that size's graph: the smaller
+    step was padded into it.
+
+    A graph is its identity AND its label: an identity is an address, which a graph made after
+    another died may take (a cache evicting its least recently used graph mid-steps), and a
+    native graph's label is numbered, so the size-1 graph that took the evicted size-4 graph's
+    address is not "the size-4 graph replayed at 1".
     """
     findings: list[Finding] = []
     common = set.intersection(*(set(sizes) for sizes in declared.values())) if declared else set()
@@ -50,23 +59,23 @@ def capture_size_findings(
         sizes = [size for size in all_sizes if size in replayed]
         steps = {size: _graphs_of(replayed[size], roles, role) for size in sizes}
         # A graph belongs to the largest declared size whose step replayed it.
-        owner: dict[int, int] = {}
+        owner: dict[GraphKey, int] = {}
         for size in sorted(sizes):
             owner.update(dict.fromkeys(steps[size], size))
-        own = [size for size in sizes if any(owner[gid] == size for gid in steps[size])]
+        own = [size for size in sizes if any(owner[graph] == size for graph in steps[size])]
         for size in sizes:
             graphs = steps[size]
             if not graphs:
                 if role != "unattributed" and not _graphs_of(replayed[size], roles, "unattributed"):
                     findings.append(_no_graph(role, size, own, wrappers))
-            elif all(owner[gid] > size for gid in graphs):
+            elif all(owner[graph] > size for graph in graphs):
                 findings.append(_padded_into(role, size, graphs, owner, wrappers))
     return findings
 
 
-def _graphs_of(step: Sequence[tuple[int, str]], roles: Mapping[int, str], role: str) -> dict[int, str]:
-    """The graphs of ``role`` among those one step replayed: identity -> label, once each."""
-    return {gid: label for gid, label in step if roles.get(gid, "unattributed") == role}
+def _graphs_of(step: Sequence[GraphKey], roles: Mapping[GraphKey, str], role: str) -> list[GraphKey]:
+    """The graphs of ``role`` among those one step replayed, once each, in replay order."""
+    return list(dict.fromkeys(graph for graph in step if roles.get(graph, "unattributed") == role))
 
 
 def _whose(role: str, wrappers: Mapping[str, str]) -> str:
@@ -88,9 +97,9 @@ def _no_graph(role: str, size: int, own: Sequence[int], wrappers: Mapping[str, s
 
 
 def _padded_into(
-    role: str, size: int, graphs: Mapping[int, str], owner: Mapping[int, int], wrappers: Mapping[str, str]
+    role: str, size: int, graphs: Sequence[GraphKey], owner: Mapping[GraphKey, int], wrappers: Mapping[str, str]
 ) -> Finding:
-    shown = ", ".join(f"{label!r} (the graph of size {owner[gid]})" for gid, label in graphs.items())
+    shown = ", ".join(f"{label!r} (the graph of size {owner[(gid, label)]})" for gid, label in graphs)
     field = SIZE_FIELDS.get(role, "capture_sizes and draft_capture_sizes")
     kind = "" if role == "unattributed" else f"{role} "
     return make_finding(

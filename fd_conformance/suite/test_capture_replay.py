@@ -67,7 +67,7 @@ def test_capture_replay(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any
         unsubscribe()
     # Graphs are attributed to the model OBJECT holding them (labels are free text).
     owned = graphs_by_model(fd_subject)
-    roles = {graph.identity: role for role, graphs in owned.items() for graph in graphs}
+    roles = {(graph.identity, graph.label): role for role, graphs in owned.items() for graph in graphs}
     wrappers = {role: type(model).__qualname__ for role, model in models_of(fd_subject)}
     fd_verdict.extend(capture_size_findings(declared_sizes(fd_case, fd_subject), replayed, roles, wrappers))
     fd_verdict.conclude()
