@@ -404,6 +404,28 @@ def test_store_file_is_removed_with_the_world_it_served() -> None:
     assert "store removed" in proc.stdout, proc.stderr[-2000:]
 
 
+def test_a_kept_world_of_another_backend_is_ended_not_joined() -> None:
+    """A worker that ran a cuda check keeps its NCCL world; a cpu check after it must make its own
+    gloo world, not join that one (and the other way round). torch's "fake" backend stands in for
+    NCCL on a CPU host. In a fresh interpreter: the tests before may have left a world."""
+    script = textwrap.dedent(
+        """
+        import torch, torch.distributed as dist
+        import torch.testing._internal.distributed.fake_pg  # registers the "fake" backend
+        from fd_conformance.runtime import get_runtime
+        other = get_runtime("torch", "cpu"); other._backend = lambda: "fake"
+        other.release_groups(); other.new_group("tp"); other.release_groups()
+        assert dist.get_backend() == "fake"  # kept for the worker's later checks
+        rt = get_runtime("torch", "cpu"); group = rt.new_group("tp")
+        assert dist.get_backend() == "gloo", dist.get_backend()
+        t = torch.ones(2); group.all_reduce(t); assert t.tolist() == [1.0, 1.0]
+        print("ended, not joined")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "ended, not joined" in proc.stdout, proc.stderr[-2000:]
+
+
 def test_a_dropped_runtime_keeps_the_store_its_live_world_uses() -> None:
     """The world outlives a runtime dropped without shutting its groups down; the next runtime's
     new_group rendezvous through that world's store, so deleting it with the runtime deadlocks."""

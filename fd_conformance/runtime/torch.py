@@ -77,6 +77,12 @@ def live_cuda_graphs() -> int:
     return len(_LIVE_CUDA_GRAPHS)
 
 
+def _no_graph_alive() -> bool:
+    """No graph of the process is alive, the kit's or a model's own: what a process-wide resource
+    (cuBLAS workspaces, the kit's world) may be torn down under."""
+    return not _LIVE_CUDA_GRAPHS and not torch_native.live_native_graphs()
+
+
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
@@ -190,7 +196,7 @@ class TorchRuntime(Runtime):
         # workspaces frees it. Only when no graph is alive IN THE PROCESS: the capture stream (and
         # so its workspace) is shared by every capture of every runtime, and a live graph replays
         # against that pointer.
-        if not _LIVE_CUDA_GRAPHS and not torch_native.live_native_graphs():  # a model's own graphs too
+        if _no_graph_alive():  # a model's own graphs too
             clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
             if clear is not None:
                 clear()
@@ -245,7 +251,7 @@ class TorchRuntime(Runtime):
         reason = self.native_graphs_unavailable()
         if reason is not None:
             raise UsageError(f"native graph mode on {self.device}: {reason}", "run the native case on a CUDA device")
-        if self.device == "cuda" and not _LIVE_CUDA_GRAPHS and not torch_native.live_native_graphs():
+        if self.device == "cuda" and _no_graph_alive():
             # A native engine makes its own world when none exists (its own device_id, its own
             # splits): it must not find the one a kit check of this worker kept.
             end_kit_world()
@@ -285,8 +291,10 @@ class TorchRuntime(Runtime):
         return "nccl" if self.device == "cuda" else "gloo"
 
     def _ensure_default_group(self) -> None:
+        if dist.is_initialized() and self._kit_world_of_another_backend():
+            end_kit_world()  # a cpu check after a cuda one in this worker (or back): each its own world
         if dist.is_initialized():
-            return  # someone else (a launcher, a test) owns it; we only add subgroups
+            return  # someone else (a launcher, a test) owns it, or a check before kept it; we only add subgroups
         # A fresh store file per world: one reused after destroy_process_group can carry keys from
         # the previous incarnation and confuse the rendezvous.
         store_file = os.path.join(_store_root(), f"store-{next(_STORE_IDS)}")
@@ -303,6 +311,13 @@ class TorchRuntime(Runtime):
         dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, device_id=device_id)
         self._owns_default_group = True
         _KIT_WORLD.update(group=dist.group.WORLD, store=store_file)
+
+    def _kit_world_of_another_backend(self) -> bool:
+        """The kept world is the kit's, made for another device's backend (gloo for a cpu check, NCCL
+        for a cuda one), and no graph can have captured its groups: ending it is safe."""
+        if _KIT_WORLD.get("group") is not dist.group.WORLD or dist.get_backend() == self._backend():
+            return False
+        return _no_graph_alive()
 
     def new_group(self, name: str = "tp") -> Group:
         """A subgroup over every rank (joining or making the default world first).
