@@ -55,7 +55,7 @@ def test_a_hung_worker_killed_by_the_watchdog_leaves_nothing(temp_root: Path) ->
     # the hang's own deadline covers only making a group; the ready file says it hung only after
     # its group's files existed.
     with IsolatedRunner() as runner:
-        assert runner.call("hang_cases.temp_paths:import_the_runtime", timeout=240).outcome == "passed"
+        assert runner.call("hang_cases.hangs:use_the_torch_runtime", timeout=240).outcome == "passed"
         outcome = runner.call("hang_cases.temp_paths:group_then_hang", str(ready), timeout=3)
         assert outcome.outcome == "hang", outcome.run.describe()
     assert ready.exists(), outcome.run.describe()

@@ -11,13 +11,6 @@ import threading
 _kept: list[object] = []  # the runtime and its group stay alive, as a model's would mid-check
 
 
-def import_the_runtime() -> None:
-    """Pay torch's import in the worker, so a later call's deadline covers only its own work."""
-    from fd_conformance.runtime import get_runtime
-
-    get_runtime("torch", "cpu")
-
-
 def group_then_return() -> str:
     """Start a one-rank gloo group (its FileStore lands in the temp root) and return the temp root."""
     from fd_conformance.runtime import get_runtime
