@@ -72,6 +72,22 @@ GLM4_MTP = (
     ("FDC001", ROLLOUT, "Glm4MTPForCausalLMRL"),
 )
 RELEASE_THEN_CLEAR = (("FDC101", RUNNER, CLEAR_PARAMETERS),)
+# FDC103 (issue 50), each read at its commit:
+#   DRAFT_NEVER_CLEARED  clear_parameters releases through a manager (built with the draft under MTP
+#     on 2.5+, else with the main model only: then the group shutdown) and never clears the draft's
+#     graphs: the seed hang before 6693bcd0e added a (late) draft clear; on the 2.5 line it stands.
+#   SLEEP_DRAFT  sleep(weight), the v1 RL door of a7f52c300 / 35034f91f: clears the main graphs
+#     under use_cudagraph, never the draft's, then clear_model_weight() over [model, proposer.model]
+#     and clear_communication_group(): the seed hang at the new door, standing on every branch.
+#   METAX  MetaxModelRunner.clear_parameters (Metax GPUs capture graphs; FastDeploy's config keeps
+#     use_cudagraph on for maca): no draft clear before its manager shuts the groups down.
+#   ILUVATAR  IluvatarModelRunner.clear_parameters is super().clear_parameters(): it inherits the
+#     GPU runner's door, so a GPU runner whose draft clear is late or missing makes it one too.
+DRAFT_NEVER_CLEARED = (("FDC103", RUNNER, CLEAR_PARAMETERS),)
+SLEEP_DRAFT = ("FDC103", RUNNER, "GPUModelRunner.sleep")
+METAX = ("FDC103", "fastdeploy/worker/metax_model_runner.py", "MetaxModelRunner.clear_parameters")
+ILUVATAR = ("FDC103", "fastdeploy/worker/iluvatar_model_runner.py", "IluvatarModelRunner.clear_parameters")
+DOORS = (SLEEP_DRAFT, METAX, ILUVATAR)
 DRAFT_UNDER_MAIN_FLAG = (("FDC102", RUNNER, CLEAR_PARAMETERS),)
 
 
@@ -94,39 +110,84 @@ LABELS = (
         "21c15f3b4",
         "dev branch: MTPProposer.clear_mtp_graphs clears the draft inside "
         "`if fd_config.use_cudagraph:` with the draft flag nested (FDC102)",
-        (("FDC102", "fastdeploy/spec_decode/mtp.py", "MTPProposer.clear_mtp_graphs"), *STANDING[1:]),
+        (("FDC102", "fastdeploy/spec_decode/mtp.py", "MTPProposer.clear_mtp_graphs"), *STANDING[1:], *DRAFT_NEVER_CLEARED, METAX),
     ),
     Label(
         "6693bcd0e",
         "draft clear moved AFTER the weight release: the MTP hang (FDC101)",
-        (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP),
+        (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP, *DOORS),
     ),
     Label(
-        "dd61e7e42^", "the commit before Qwen3-VL got its clear method", (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP)
+        "dd61e7e42^",
+        "the commit before Qwen3-VL got its clear method",
+        (*RELEASE_THEN_CLEAR, *STANDING, *QWEN3_VL, *GLM4_MTP, *DOORS),
     ),
     Label(
         "dd61e7e42",
         "Qwen3-VL fixed (its MoE variant and RL subclasses inherit the clear)",
-        (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP),
+        (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP, *DOORS),
     ),
     Label(
-        "a498720a7^", "the commit before the GLM-4 MTP wrapper got its clear method", (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP)
+        "a498720a7^",
+        "the commit before the GLM-4 MTP wrapper got its clear method",
+        (*RELEASE_THEN_CLEAR, *STANDING, *GLM4_MTP, *DOORS),
     ),
-    Label("a498720a7", "GLM-4 MTP fixed; its building block Glm4MTPLayer is no wrapper", (*RELEASE_THEN_CLEAR, *STANDING)),
-    Label("26674bbbb", "release/2.6 cherry-pick: the MTP hang is there too (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING)),
-    Label("e53f5184a", "develop before the hang fix (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING)),
+    Label(
+        "a498720a7", "GLM-4 MTP fixed; its building block Glm4MTPLayer is no wrapper", (*RELEASE_THEN_CLEAR, *STANDING, *DOORS)
+    ),
+    Label("26674bbbb", "release/2.6 cherry-pick: the MTP hang is there too (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING, *DOORS)),
+    Label("e53f5184a", "develop before the hang fix (FDC101)", (*RELEASE_THEN_CLEAR, *STANDING, *DOORS)),
     Label(
         "68dbe71d7",
         "the hang fix: draft clear nested in `if self.use_cudagraph:` with the draft "
         "flag inside, so main graphs off + draft graphs on leaks (FDC102)",
-        (*DRAFT_UNDER_MAIN_FLAG, *STANDING),
+        (*DRAFT_UNDER_MAIN_FLAG, *STANDING, *DOORS),
     ),
-    Label("296140019", "release/2.6 cherry-pick of the same fix: same leak (FDC102)", (*DRAFT_UNDER_MAIN_FLAG, *STANDING)),
+    Label(
+        "296140019", "release/2.6 cherry-pick of the same fix: same leak (FDC102)", (*DRAFT_UNDER_MAIN_FLAG, *STANDING, *DOORS)
+    ),
     Label(
         "564c78d78",
         "r3_mm_dev after the MTP refactor: MTPProposerCUDA / MTPProposerXPU are proposers, "
         "not wrappers; the nested draft clear is still there (FDC102)",
-        (*DRAFT_UNDER_MAIN_FLAG, *STANDING),
+        (*DRAFT_UNDER_MAIN_FLAG, *STANDING, *DOORS),
+    ),
+    # Issue 50: each new door's introducing commit and its parent, and the newest 2.5 / 2.6 branch heads.
+    Label(
+        "b7c5daa31^",
+        "before update_weights (#6052): clear_parameters never clears the draft",
+        (*DRAFT_NEVER_CLEARED, METAX, *STANDING, *QWEN3_VL, GLM4_MTP[0]),
+    ),
+    Label(
+        "b7c5daa31",
+        "update_weights() arrives: new weights set_value'd into the live parameters, nothing released: no finding",
+        (*DRAFT_NEVER_CLEARED, METAX, *STANDING, *QWEN3_VL, GLM4_MTP[0]),
+    ),
+    Label("a7f52c300^", "before sleep/wakeup (#6761)", (*DRAFT_NEVER_CLEARED, METAX, ILUVATAR, *STANDING, *QWEN3_VL, *GLM4_MTP)),
+    Label(
+        "a7f52c300",
+        "sleep(weight) arrives without the draft's clear (FDC103)",
+        (*DRAFT_NEVER_CLEARED, *DOORS, *STANDING, *QWEN3_VL, *GLM4_MTP),
+    ),
+    Label(
+        "35034f91f^",
+        "release line before the cherry-pick of #6761",
+        (*DRAFT_NEVER_CLEARED, METAX, *STANDING, *QWEN3_VL, *GLM4_MTP),
+    ),
+    Label(
+        "35034f91f",
+        "the cherry-pick of #6761: the same sleep door",
+        (*DRAFT_NEVER_CLEARED, SLEEP_DRAFT, METAX, *STANDING, *QWEN3_VL, *GLM4_MTP),
+    ),
+    Label(
+        "1e3983b41",
+        "vibe_r3_2.5 (newest 2.5 branch): no draft clear in clear_parameters, none in sleep",
+        (*DRAFT_NEVER_CLEARED, SLEEP_DRAFT, METAX, *STANDING, *GLM4_MTP),
+    ),
+    Label(
+        "41677b9a6",
+        "r3_eos_2.6 (newest 2.6 branch): nested draft clear (FDC102), sleep without it",
+        (*DRAFT_UNDER_MAIN_FLAG, *DOORS, *STANDING),
     ),
 )
 

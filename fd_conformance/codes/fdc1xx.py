@@ -63,4 +63,33 @@ ENTRIES = (
         ),
         clean=(f"{_FIXTURES}/fdc102_good.py",),
     ),
+    Rule(
+        "FDC103",
+        E,
+        "a door releases a model's weights or a group while that model's graphs are alive on some path",
+        (f"{_RULES}.check_fdc103_release_under_live_graphs",),
+        "destroy {model}'s graphs (its clear_graph_opt_backend()) before {release} on every path, "
+        "guarded by that model's own graph flag",
+        (f"{_FIXTURES}/fdc103_bad.py",),
+        Doc(
+            what="An entry point of a class that owns graphs (a runner method nothing in the class calls: "
+            "clear_parameters, sleep, ...) that releases weights or shuts down communication groups, directly, "
+            "through the class's own helpers or through the weight manager it built, while the graphs of a "
+            "model whose weights that release covers (the manager's model list: the draft too under MTP) are "
+            "still alive on some path: the clear is missing there, or comes only after. Every value of the main "
+            "graph flag, the speculative method and the draft's graph flag is followed; other conditions are "
+            "taken both ways.",
+            why="The defect this kit exists for, at every door and not only the one named clear_parameters: a "
+            "graph alive when its weights go reads freed memory, and one alive when its group is shut down makes "
+            "NCCL's destroy wait forever (the MTP hang). A door added later (sleep by tag) that forgets the "
+            "draft's graphs is the same bug.",
+            bad="def sleep(self, tags):\n    if self.use_cudagraph:\n        self.model.clear_graph_opt_backend()\n"
+            "    self.dynamic_weight_manager.clear_model_weight()  # built with [self.model, self.proposer.model]",
+            good="def sleep(self, tags):\n    if self.use_cudagraph:\n        self.model.clear_graph_opt_backend()\n"
+            "    if self.spec_method == SpecMethod.MTP and self.draft_model_use_cudagraph:\n"
+            "        self.proposer.model.clear_graph_opt_backend()\n"
+            "    self.dynamic_weight_manager.clear_model_weight()",
+        ),
+        clean=(f"{_FIXTURES}/fdc103_good.py",),
+    ),
 )

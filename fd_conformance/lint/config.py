@@ -99,7 +99,11 @@ class LintConfig:
         "clear_model_weight",
         "shutdown_process_group",
         "destroy_process_group",
+        "clear_communication_group",
     )
+    # Of those, the calls that shut down communication groups (a graph of ANY model may have
+    # captured a collective on them); the others release weights.
+    group_release_calls: tuple[str, ...] = ("shutdown_process_group", "destroy_process_group", "clear_communication_group")
     # Calls (exact names) that destroy captured graphs; both clear spellings are always included.
     graph_clear_calls: tuple[str, ...] = CLEAR_SPELLINGS
     # Receiver attribute names that hold a draft / speculative model.
@@ -111,6 +115,12 @@ class LintConfig:
     main_flags: tuple[str, ...] = ("use_cudagraph",)
     # Flags that switch the *draft* model's graphs on.
     draft_flags: tuple[str, ...] = ("draft_model_use_cudagraph", "draft_*cudagraph*", "*draft*_use_cudagraph")
+    # Flags (exact names) that say some speculative method is on (true whenever a draft model is).
+    speculative_switches: tuple[str, ...] = ("speculative_decoding",)
+    # Attributes (exact names) holding the speculative method, compared with a draft method below.
+    speculative_method_names: tuple[str, ...] = ("spec_method", "speculative_method", "method")
+    # Speculative methods (lower case) that run a draft MODEL with graphs of its own.
+    draft_methods: tuple[str, ...] = ("mtp",)
     # Path globs (relative to the scan root, POSIX) to skip, e.g. "tests/fixtures/*".
     exclude: tuple[str, ...] = ()
     # Per-code severity overrides: {"FDC002": "error"}.

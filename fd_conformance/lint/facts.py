@@ -1,8 +1,8 @@
 """What the one pass over a file records (classes, calls, findings) and what a run returns.
 
 Plain data shared by the walker (:mod:`.scan`), the rules (:mod:`.rules`) and the report
-formats (:mod:`.output`); it imports nothing of the linter, so none of them import each other
-just to name a type.
+formats (:mod:`.output`); it imports nothing of the linter but the door summaries' types, so none of
+them import each other just to name a type.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from fd_conformance.errors import EXIT_OK, EXIT_VIOLATIONS
 from fd_conformance.findings import Finding
+from fd_conformance.lint.door_ir import ClassDoors
 
 
 @dataclass
@@ -36,6 +37,8 @@ class FileScan:
     classes: list[ClassInfo] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     noqa: dict[int, frozenset[str]] = field(default_factory=dict)
+    doors: list[ClassDoors] = field(default_factory=list)  # FDC103's per-class summaries (cross-file)
+    names_draft_flag: bool = False  # FDC103: some file of the tree names a draft graph flag
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from fd_conformance.findings import Finding, Location, make_finding
 from fd_conformance.lint.config import LintConfig
+from fd_conformance.lint.doors import DoorAnalysis
 from fd_conformance.lint.facts import Branches, Call, ClassInfo, FileScan
 from fd_conformance.lint.files import matches
 from fd_conformance.lint.guard import SAT_BUDGET, main_flag_dependence
@@ -260,5 +261,55 @@ def check_fdc001_wrapper_without_clear(
                         "the engine cannot destroy its graphs",
                         Location(path=info.path, line=info.line, col=info.col, obj=name),
                         cls=name,
+                    ),
+                )
+
+
+# --------------------------------------------------------------------------- FDC103 (cross-file)
+def _whose(roles: Sequence[str]) -> str:
+    return " and ".join("the draft's" if r == "draft" else "the main model's" for r in roles)
+
+
+def check_fdc103_release_under_live_graphs(
+    scans: Sequence[FileScan], config: LintConfig, context: Sequence[FileScan] = ()
+) -> Iterator[tuple[FileScan, Finding]]:
+    """At every door of a graph-owning class (see :mod:`.doors`), a release of weights whose
+    model's graphs are alive, or a group shutdown under any live graph, on some path of the facts
+    that decide which graphs exist. Needs every class of the tree: the weight manager and the
+    proposer usually live in other files. A door whose own body already carries FDC101 or FDC102
+    is left to them (the same defect, named at the clear that is late or wrongly guarded)."""
+    every = (*scans, *context)
+    analysis = DoorAnalysis(
+        [d for scan in every for d in scan.doors],
+        config.release_calls,
+        config.group_release_calls,
+        draft_graphs=any(scan.names_draft_flag for scan in every),
+    )
+    for scan in scans:
+        explained = {f.location.obj for f in scan.findings if f.code in ("FDC101", "FDC102")}
+        for cls in scan.doors:
+            if not analysis.owns_graphs(cls):
+                continue
+            for verdict in analysis.check_class(cls):
+                alive = verdict.first
+                owner = f"{cls.name}.{verdict.door}"
+                if owner in explained:
+                    continue
+                what = [f"releases {_whose(sorted(verdict.models, reverse=True))} weights"] if verdict.models else []
+                if "groups" in verdict.kinds:
+                    what.append("shuts down communication groups")
+                later = sorted({f"{x.text} at line {x.line}" for x in verdict.sites if x != alive.door_site})
+                also = f"; also at {', '.join(later)}" if later else ""
+                built = f"; {alive.built.attr} = {alive.built.text} at line {alive.built.line}" if alive.built else ""
+                yield (
+                    scan,
+                    make_finding(
+                        "FDC103",
+                        f"{owner}: {_whose([alive.role])} graphs are alive at {alive.door_site.text}, which "
+                        f"{' and '.join(what)}{also}{built}; on the path with {alive.facts.describe()}, "
+                        "no clear of them comes before it",
+                        Location(path=cls.path, line=alive.door_site.line, col=alive.door_site.col, obj=owner),
+                        model="the draft model" if alive.role == "draft" else "the main model",
+                        release=alive.door_site.text,
                     ),
                 )

@@ -17,7 +17,7 @@ from fd_conformance.lint.context import find_project_root, resolve_context
 from fd_conformance.lint.facts import FileScan, LintResult
 from fd_conformance.lint.files import iter_python_files
 from fd_conformance.lint.pool import default_jobs, scan_paths
-from fd_conformance.lint.rules import check_fdc001_wrapper_without_clear
+from fd_conformance.lint.rules import check_fdc001_wrapper_without_clear, check_fdc103_release_under_live_graphs
 
 
 def collect_findings(scans: Sequence[FileScan], config: LintConfig, context: Sequence[FileScan] = ()) -> list[Finding]:
@@ -25,6 +25,7 @@ def collect_findings(scans: Sequence[FileScan], config: LintConfig, context: Seq
     :func:`fd_conformance.lint.rules.check_fdc001_wrapper_without_clear`)."""
     pending = [(scan, f) for scan in scans for f in scan.findings]
     pending.extend(check_fdc001_wrapper_without_clear(scans, config, context))
+    pending.extend(check_fdc103_release_under_live_graphs(scans, config, context))
     findings: list[Finding] = []
     for scan, finding in pending:
         if finding.code in scan.noqa.get(finding.location.line or 0, ()):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fd_conformance.findings import Finding, Location
 from fd_conformance.lint.config import LintConfig
+from fd_conformance.lint.door_ir import reads_draft_flag, summarize_class
 from fd_conformance.lint.facts import Branches, Call, ClassInfo, FileScan
 from fd_conformance.lint.files import noqa_map, read_source, source_lines
 from fd_conformance.lint.rules import (
@@ -138,6 +139,7 @@ class _Scanner:
         self.hot = _hot_lines(source, self.release | self.clear)
         self.class_lines = _class_lines(source)
         self._body(tree.body, None, None, ())
+        self.scan.names_draft_flag = reads_draft_flag(source, self.cfg)
         return self.scan
 
     def _hot(self, node: ast.expr | ast.stmt) -> bool:
@@ -211,6 +213,10 @@ class _Scanner:
             abstract=abstract,
         )
         self.scan.classes.append(info)
+        if _any_within(self.hot, node.lineno, node.end_lineno or node.lineno):
+            self.scan.doors.append(
+                summarize_class(node, self.path, self.cfg, lambda ln, off: self._loc(ln, off).col or 1)
+            )  # FDC103, joined across files in run
         for expr in (*node.decorator_list, *node.bases, *(k.value for k in node.keywords)):
             self._node(expr, None, calls, branches)
         self._body(node.body, info, None, ())
