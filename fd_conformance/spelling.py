@@ -1,12 +1,15 @@
 """The clear method's two spellings and what counts as a typo of them: one module for every check.
 
 Why one module: the protocol check (FDC004 on live classes) and the static linter (FDC004 on
-source) must agree on what a near-miss is; two copies of the rule drifted apart before.
+source) must agree on what a near-miss is; two copies of the rule drifted apart before. A name
+refused from any other fixed vocabulary (a ModelCase's capabilities and checks) is matched by the
+same rule (:func:`closest`), so every "did you mean" of the kit means the same distance.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 from rapidfuzz.distance import Levenshtein
 
@@ -37,3 +40,15 @@ def near_miss(name: str) -> str | None:
         if Levenshtein.distance(name, target, score_cutoff=NEAR_MISS_MAX_DISTANCE) <= NEAR_MISS_MAX_DISTANCE:
             return target
     return None
+
+
+def closest(name: str, choices: Iterable[str], max_distance: int = NEAR_MISS_MAX_DISTANCE) -> str | None:
+    """The choice ``name`` is a typo of: the fewest edits, case ignored (``Draft`` -> ``draft``), at
+    most ``max_distance``; the first such choice on a tie; None when no choice is that near."""
+    folded = name.casefold()
+    best: tuple[int, str] | None = None
+    for choice in choices:
+        distance = Levenshtein.distance(folded, choice.casefold(), score_cutoff=max_distance)
+        if distance <= max_distance and (best is None or distance < best[0]):
+            best = (distance, choice)
+    return None if best is None else best[1]

@@ -1,11 +1,15 @@
 """Issue 36.7 a/b: a ModelCase's name and numeric fields are refused when the case is BUILT, in
 one line naming the case and the field, and `fd-conformance run` exits with the usage-error code
 before any check runs (so no other case's result is lost half-way). Capture sizes themselves:
-tests/test_capture_sizes.py."""
+tests/test_capture_sizes.py. Issue 51.1: so is an unknown name in capabilities, checks or
+expected_findings (a typo there certified)."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +18,7 @@ from typing import Any
 import pytest
 
 from fd_conformance.cases import ModelCase
+from fd_conformance.cases.contract import CAPABILITIES, SUITE_CHECKS
 from fd_conformance.errors import EXIT_USAGE, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,3 +120,68 @@ def test_run_exits_with_the_usage_code_in_one_line_before_any_check(tmp_path: Pa
     assert line.startswith("fd-conformance run: error: --model 'cases.py:CASES': case 'bad': ") and says in line, line
     assert line.count("fix:") == 1, line  # the case's own fix, not "fix the error in that file" on top
     assert not (tmp_path / "report" / "conformance.json").exists()
+
+
+# --- Issue 51.1: a misspelt name in a set field is refused, not certified -------------------------
+
+
+def test_a_misspelt_capability_is_refused_with_its_near_miss() -> None:
+    """capabilities={"Draft"} dropped the draft promise: a factory building no draft certified."""
+    with pytest.raises(UsageError) as refused:
+        _case(capabilities=frozenset({"Draft"}))
+    message = str(refused.value)
+    assert message == (
+        "case 'm': capabilities has unknown name 'Draft'; fix: did you mean 'draft'? the valid names are 'draft', 'moe', 'multimodal'"
+    )
+
+
+def test_a_misspelt_check_is_refused_with_its_near_miss() -> None:
+    """checks={"capture_replay", "clearr"} certified on capture_replay alone, "clearr" on the certificate."""
+    with pytest.raises(UsageError) as refused:
+        _case(checks=frozenset({"capture_replay", "clearr"}))
+    message = str(refused.value)
+    assert message.startswith("case 'm': checks has unknown name 'clearr'; fix: did you mean 'clear'? the valid names are ")
+    assert all(repr(check) in message for check in SUITE_CHECKS) and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"checks": {"clearr", "weight-cycle"}}, "did you mean 'clear' for 'clearr', 'weight_cycle' for 'weight-cycle'?"),
+        (
+            {"expected_findings": frozenset({"FDC3O1"})},
+            "expected_findings has unknown name 'FDC3O1'; fix: did you mean 'FDC301'?",
+        ),
+        ({"capabilities": frozenset({"gpu"})}, "capabilities has unknown name 'gpu'; fix: the valid names are "),
+        ({"capabilities": "draft"}, "capabilities 'draft' is not a set of names"),
+    ],
+)
+def test_other_unknown_names_are_refused(fields: dict[str, Any], says: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(says)):
+        _case(**fields)
+
+
+def test_valid_names_are_kept() -> None:
+    case = _case(capabilities={"draft", "moe"}, checks=set(SUITE_CHECKS), expected_findings=frozenset({"FDC301"}))
+    assert case.capabilities == {"draft", "moe"} and type(case.capabilities) is frozenset and case.has("draft")
+    assert case.checks == set(SUITE_CHECKS) and case.expected_findings == {"FDC301"}
+    assert _case(capabilities=frozenset(CAPABILITIES)).capabilities == set(CAPABILITIES) and _case().checks is None
+
+
+def test_the_check_names_are_the_suites_matrix_columns() -> None:
+    """SUITE_CHECKS is what a case's checks may name: exactly the columns the shipped suites mark."""
+    import fd_conformance.suite
+
+    marked = set()
+    for module in pkgutil.iter_modules(fd_conformance.suite.__path__):
+        if module.name.startswith("test_"):
+            mark = importlib.import_module(f"fd_conformance.suite.{module.name}").pytestmark
+            assert mark.name == "conformance", module.name
+            marked.add(mark.args[0])
+    assert marked == set(SUITE_CHECKS)
+
+
+def test_the_bundled_cases_still_build() -> None:
+    from fd_reference_models.cases import all_cases
+
+    assert all(case.capabilities <= set(CAPABILITIES) for case in all_cases())

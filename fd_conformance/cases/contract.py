@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fd_conformance.errors import UsageError, validate_capture_sizes, validate_tolerance
+from fd_conformance.spelling import closest
 
 if TYPE_CHECKING:
     from fd_conformance.runtime.base import Graph, Runtime
@@ -69,6 +70,14 @@ SubjectFactory = Callable[["Runtime"], Subject]
 #: ``--cases-file`` that ``fd-conformance changed`` writes (split at whitespace, ``#`` a comment).
 CASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 TOLERANCE_KEYS = ("rtol", "atol")
+#: The weight-update contracts a case can declare (ModelCase.weight_update), the default first.
+WEIGHT_UPDATES = ("recapture", "in_place")
+#: What ``ModelCase.capabilities`` may name: "draft" is read by the subject fixture (a declared draft
+#: the factory does not build fails the row); "moe" and "multimodal" are labels for the reader.
+CAPABILITIES = ("draft", "moe", "multimodal")
+#: What ``ModelCase.checks`` may name: the matrix columns of fd_conformance.suite, each module's
+#: ``pytest.mark.conformance`` argument (tests/test_case_fields.py keeps the two equal).
+SUITE_CHECKS = ("protocol", "config", "capture_replay", "clear", "teardown_order", "weight_cycle")
 
 
 def validate_case_name(name: Any) -> str:
@@ -100,6 +109,33 @@ def _valid_tolerances(tolerances: Any, where: str) -> dict[str, float]:
             f"use only {' and '.join(TOLERANCE_KEYS)} (a key left out is 1e-4)",
         )
     return {key: validate_tolerance(value, f"{where}: tolerances[{key!r}]") for key, value in tolerances.items()}
+
+
+def _valid_names(value: Any, where: str, field_name: str, vocabulary: Sequence[str]) -> frozenset[str]:
+    """``value`` as a frozenset of names from ``vocabulary``. A misspelt name matched nothing and
+    certified silently (``{"Draft"}`` dropped the draft promise, ``{"clearr"}`` certified one check),
+    so an unknown one is refused, with the near miss and the valid names."""
+    valid = ", ".join(map(repr, vocabulary))
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (set, frozenset, list, tuple)):
+        raise UsageError(f"{where}: {field_name} {value!r} is not a set of names", f"give e.g. frozenset({{{vocabulary[0]!r}}})")
+    unknown = sorted((name for name in value if name not in vocabulary), key=repr)
+    if unknown:
+        misses = [(name, closest(name, vocabulary) if isinstance(name, str) else None) for name in unknown]
+        guesses = [f"{near!r}" + (f" for {name!r}" if len(unknown) > 1 else "") for name, near in misses if near]
+        hint = f"did you mean {', '.join(guesses)}? " if guesses else ""
+        raise UsageError(
+            f"{where}: {field_name} has unknown name{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}",
+            f"{hint}the valid names are {valid}",
+        )
+    return frozenset(value)
+
+
+def _finding_codes() -> tuple[str, ...]:
+    """Every registered finding code: what ``expected_findings`` may name. Imported here, not at the
+    top: the registry is needed only once a case is built."""
+    from fd_conformance.codes import ENTRIES
+
+    return tuple(sorted(rule.code for rule in ENTRIES))
 
 
 @dataclass(frozen=True)
@@ -142,6 +178,11 @@ class ModelCase:
     # the model makes torch.cuda.CUDAGraph itself and the runtime observes them (cases/native.py);
     # a subject without graphs() is taken as native too.
     graphs: str = "kit"
+    # How the engine updates weights (WEIGHT_UPDATES): "recapture" (FastDeploy's clear/update_parameters:
+    # every graph destroyed, new weights in new buffers, captured again) or "in_place" (vLLM, SGLang,
+    # FastDeploy's update_weights: graphs kept, new weights written into the tensors they captured,
+    # through runner.update_weights(new_weights)). The certificate says which judged the row.
+    weight_update: str = "recapture"
 
     def __post_init__(self) -> None:
         """Bad input is refused here, when the case is built: one line naming the case and the
@@ -161,6 +202,16 @@ class ModelCase:
             )
             set_field(self, "draft_capture_sizes", draft)
         set_field(self, "tolerances", _valid_tolerances(self.tolerances, where))
+        set_field(self, "capabilities", _valid_names(self.capabilities, where, "capabilities", CAPABILITIES))
+        set_field(self, "expected_findings", _valid_names(self.expected_findings, where, "expected_findings", _finding_codes()))
+        if self.checks is not None:
+            set_field(self, "checks", _valid_names(self.checks, where, "checks", SUITE_CHECKS))
+        if self.weight_update not in WEIGHT_UPDATES:
+            near = closest(str(self.weight_update), WEIGHT_UPDATES)
+            raise UsageError(
+                f"{where}: weight_update={self.weight_update!r} is no contract the kit knows",
+                f"{'did you mean ' + repr(near) + '? ' if near else ''}give one of {', '.join(map(repr, WEIGHT_UPDATES))}",
+            )
         if self.graphs not in ("kit", "native"):
             raise UsageError(
                 f"{where}: graphs={self.graphs!r} is neither 'kit' nor 'native'",

@@ -21,6 +21,7 @@ from fd_conformance.cli import lint as lint_cli
 from fd_conformance.cli import merge as merge_cli
 from fd_conformance.cli import report as report_cli
 from fd_conformance.cli import run as run_cli
+from fd_conformance.cli.pipes import tolerate_closed_pipes
 from fd_conformance.errors import EXIT_SIGINT, UsageError
 
 
@@ -39,8 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    with tolerate_closed_pipes():  # `fd-conformance run | head`: the run goes on, its reports and exit code intact
+        return _run_command(build_parser().parse_args(argv))
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except UsageError as err:

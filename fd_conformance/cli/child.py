@@ -73,7 +73,12 @@ def _die_with_parent() -> Any:
 
 def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose: bool, quiet: bool) -> tuple[int, int | None]:
     """Run pytest in its own process group, printing progress from results.jsonl until it ends.
-    Returns (pytest's exit code, the signal that interrupted this run or None)."""
+    Returns (pytest's exit code, the signal that interrupted this run or None). With ``verbose``,
+    pytest's output reaches a terminal directly and anything else (``| head``) through :func:`relay`."""
+    import sys
+    import threading
+
+    from fd_conformance.cli.pipes import relay
     from fd_conformance.cli.progress import Progress
 
     progress = Progress(out / RESULTS_NAME, quiet=quiet or verbose)
@@ -83,12 +88,18 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
     if log is not None:
         log.write(f"{LOG_HEADER}, started {utc_now()}\n".encode())  # the kit's mark (kit_wrote)
         log.flush()  # before the child inherits the descriptor and appends after it
+    relayed = log is None and not sys.stdout.isatty()
+    relaying: threading.Thread | None = None
+    proc: subprocess.Popen[bytes] | None = None
     try:
         proc = subprocess.Popen(
-            cmd, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT if log else None,
+            cmd, env=env, cwd=cwd, stdout=subprocess.PIPE if relayed else log, stderr=subprocess.STDOUT if log else None,
             start_new_session=True, preexec_fn=_die_with_parent(),  # preexec_fn is safe here: only prctl, no locks taken
         )  # fmt: skip
         stop.pgid = proc.pid
+        if proc.stdout is not None:
+            relaying = threading.Thread(target=relay, args=(proc.stdout, sys.stdout), name="fd-conformance-relay", daemon=True)
+            relaying.start()
         if stop.signum is not None:  # a signal arrived before the child existed
             stop.kill(signal.SIGTERM)
         while proc.poll() is None:
@@ -98,9 +109,13 @@ def run_child(cmd: list[str], env: dict[str, str], cwd: str, out: Path, verbose:
             time.sleep(POLL_S)
         if stop.signum is not None:
             stop.kill(signal.SIGKILL)  # workers of the group that outlived pytest
+        if relaying is not None:
+            relaying.join(GRACE_S)  # the rest of pytest's output; a worker still holding the pipe is not waited for
         progress.finish()
         return proc.returncode, stop.signum
     finally:
         if log is not None:
             log.close()
+        if proc is not None and proc.stdout is not None and (relaying is None or not relaying.is_alive()):
+            proc.stdout.close()
         stop.restore()
