@@ -321,6 +321,35 @@ def test_runner_nested_guard_leaks_draft_graphs_with_main_graphs_off(tmp_path: P
     assert codes_by_combo(report, "update_parameters") == {leak: {"FDC204"}}  # the stale draft graph replays
 
 
+def test_every_door_of_the_runner_is_driven_and_judged_by_its_contract(tmp_path: Path) -> None:
+    """Issue 50: sleep/wakeup per tag set and update_weights are rows of their own, each on fresh
+    stand-ins. The draft's graphs survive sleep(weight): released under, alive after, then replayed
+    stale after wakeup; clear/update_parameters of the same runner stay clean (no finding leaks from
+    one door to another); update_weights keeps its graphs by contract (no FDC203) and is clean."""
+    report = runner_of(make_tree(tmp_path, runner="runner_sleep_without_draft.py"))
+    assert report.error is None and not [r for r in report.rows if r.error]
+    doors = list(dict.fromkeys(r.method for r in report.rows))
+    assert doors == [
+        "clear_parameters",
+        "update_parameters",
+        "sleep(weight)",
+        "wakeup(weight)",
+        "sleep(kv_cache)",
+        "wakeup(kv_cache)",
+        "sleep(weight,kv_cache)",
+        "wakeup(weight,kv_cache)",
+        "update_weights",
+    ]
+    draft_on = {Combo(main, True, "mtp") for main in (True, False)}
+    for tags in ("weight", "weight,kv_cache"):
+        assert codes_by_combo(report, f"sleep({tags})") == {c: {"FDC201", "FDC202", "FDC203"} for c in draft_on}
+        assert codes_by_combo(report, f"wakeup({tags})") == {c: {"FDC204"} for c in draft_on}
+    for clean in ("clear_parameters", "update_parameters", "sleep(kv_cache)", "wakeup(kv_cache)", "update_weights"):
+        assert codes_by_combo(report, clean) == {}, clean
+    row = next(r for r in report.rows if r.combo == Combo(False, True, "mtp") and r.method == "sleep(weight)")
+    assert all("owner draft" in f.message for f in row.findings)
+
+
 def test_runner_import_failure_is_the_tables_error_not_a_crash(tmp_path: Path) -> None:
     root = make_tree(tmp_path)
     (root / RUNNER).write_text("raise RuntimeError('fixture: broken runner module')\n", encoding="utf-8")

@@ -106,9 +106,32 @@ def test_a_group_shutdown_needs_every_models_graphs_gone(tmp_path: Path) -> None
                 if self.use_cudagraph:
                     self.model.clear_graph_opt_backend()
                 self.dynamic_weight_manager.clear_communication_group()
+                if self.spec_method == SpecMethod.MTP:  # the runner knows its draft (Metax's shape)
+                    self.proposer.clear_mtp_cache()
         """,
     )
     assert len(found) == 1 and "the draft's graphs are alive" in found[0] and "shuts down communication groups" in found[0]
+
+
+def test_graphs_of_a_model_the_class_never_names_are_not_its_to_destroy(tmp_path: Path) -> None:
+    # The same door in a runner that names no draft at all (no flag, no method, no proposer):
+    # it has no draft whose graphs could be alive.
+    found = _lint(
+        tmp_path,
+        config=GRAPH_CONFIG,
+        manager=MANAGER,
+        runner="""
+        class Runner:
+            def load_model(self):
+                self.dynamic_weight_manager = Manager(self.fd_config, self.model)
+
+            def sleep(self, tags):
+                if self.use_cudagraph:
+                    self.model.clear_graph_opt_backend()
+                self.dynamic_weight_manager.clear_communication_group()
+        """,
+    )
+    assert found == []
 
 
 def test_a_clear_under_its_own_flags_on_every_path_is_clean(tmp_path: Path) -> None:

@@ -78,7 +78,8 @@ def print_models(out: TextIO, rep: Any, verbose: bool) -> None:
 
 
 def print_runner(out: TextIO, rep: Any, verbose: bool) -> None:
-    if not _section(out, f"3. Runner teardown order on the real {rep.where}.clear_parameters / update_parameters", rep):
+    doors = " / ".join(dict.fromkeys(r.method for r in rep.rows)) or "clear_parameters / update_parameters"
+    if not _section(out, f"3. Runner teardown order on the real {rep.where}: {doors}", rep):
         return
     out.write(f"{len(rep.rows)} runs over recorded stand-ins (compiled ops: fd-conformance import shim)\n")
     _table(
@@ -183,15 +184,14 @@ def print_real_runner(out: TextIO, rep: Any, verbose: bool) -> None:
         f"violate; not built: {', '.join(sorted(rep.not_built)) or 'none'} (the wrappers table says why)\n"
     )
     table = []
+    doors = list(dict.fromkeys(r.method for pair in rep.pairs for r in pair.rows))  # a column per entry point
     for pair in rep.pairs:
         rows, pairing = pair.rows, pair.pairing
         failed = any(f.is_error for r in rows for f in r.findings)
         verdict = "FAIL" if failed else "ERROR" if any(r.error for r in rows) else "ok"
         draft = pairing.draft if pairing.draft_wrapper is not None else pairing.draft_problem or "-"
-        table.append(
-            (pairing.main, draft, verdict, _combo_cells(rows, "clear_parameters"), _combo_cells(rows, "update_parameters"))
-        )
-    _table(out, ("main wrapper", "MTP draft", "verdict", "clear_parameters", "update_parameters"), table)
+        table.append((pairing.main, draft, verdict, *(_combo_cells(rows, m) for m in doors)))
+    _table(out, ("main wrapper", "MTP draft", "verdict", *doors), table)
     for pair in rep.pairs:
         shown: set[tuple[str, str]] = set()
         for r in pair.rows:

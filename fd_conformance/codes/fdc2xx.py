@@ -7,6 +7,7 @@ from fd_conformance.codes.entry import Doc, Rule, Severity
 E, W = Severity.ERROR, Severity.WARNING
 _RECORDER = "fd_conformance.lifecycle.LifecycleRecorder"
 _SUPPORT = "fd_conformance.suite._support"
+_IN_PLACE = "fd_conformance.suite._in_place"  # the in_place weight cycle relays the recorder's findings
 _REFERENCE = "torch-glm4-moe-mtp"  # the correct MTP model every FDC2xx mutant is a variant of
 
 _RUNNER_CLEAR_FIRST = (
@@ -40,7 +41,7 @@ ENTRIES = (
             good=_RUNNER_CLEAR_FIRST,
         ),
         clean=(_REFERENCE,),
-        emitted_by=(_SUPPORT,),  # teardown_findings relays the recorder's finding
+        emitted_by=(_SUPPORT, _IN_PLACE),  # teardown_findings relays the recorder's finding
     ),
     Rule(
         "FDC202",
@@ -59,7 +60,7 @@ ENTRIES = (
             "    paddle.distributed.shutdown_process_group(self.tp_group)",
         ),
         clean=(_REFERENCE,),
-        emitted_by=(_SUPPORT,),  # teardown_findings relays the recorder's finding
+        emitted_by=(_SUPPORT, _IN_PLACE),  # teardown_findings relays the recorder's finding
     ),
     Rule(
         "FDC203",
@@ -94,8 +95,10 @@ ENTRIES = (
         E,
         "graph replayed after its captured buffers were released or replaced",
         (f"{_RECORDER}._check_replay",),
-        "recapture graphs after reloading weights (update_parameters must call capture_model())",
-        ("mutant-update-without-recapture",),
+        "recapture graphs after reloading weights (update_parameters must call capture_model()); an engine that "
+        "keeps its graphs (in_place) must write new weights into the tensors they captured (copy_/set_value), "
+        "never re-create or re-point them",
+        ("mutant-update-without-recapture", "tests/fixtures/in_place/vllm_style.py::RecreatesTransposed"),
         Doc(
             what="A recorded replay of a graph whose captured parameter storage was released or replaced since it was captured.",
             why="Reloaded weights live at new addresses; the graph still reads the old ones, so outputs are silently "
@@ -108,6 +111,7 @@ ENTRIES = (
         emitted_by=(  # relay the recorder's finding: the weight-cycle check, the FastDeploy runner bridge
             "fd_conformance.suite.test_weight_cycle",
             "fd_conformance.fastdeploy.runner_bridge",
+            _IN_PLACE,  # also its own: a captured tensor the in-place update replaced
         ),
     ),
     Rule(

@@ -39,6 +39,7 @@ from fd_conformance.fastdeploy.runner_bridge import (
     ModelSet,
     RunnerRow,
     combos,
+    door_methods,
     draft_graphs_exist,
     run_combo,
     runner_class,
@@ -212,7 +213,7 @@ def run_pairing(cls: type, pairing: Pairing, has_draft_graphs: bool) -> list[Run
     rows = []
     for combo in combos():
         if combo.has_draft_model and pairing.draft_problem:
-            rows += [RunnerRow(combo, m, skipped=pairing.draft_problem) for m in ("clear_parameters", "update_parameters")]
+            rows += [RunnerRow(combo, m, skipped=pairing.draft_problem) for m in door_methods(cls)]
         else:
             rows += run_combo(cls, combo, has_draft_graphs, make)
     return rows

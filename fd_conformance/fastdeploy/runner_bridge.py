@@ -22,12 +22,15 @@ frees buffers the draft's graphs captured. The stand-ins themselves are :mod:`.r
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol, cast
+from unittest import mock
 
 from fd_conformance.fastdeploy.checkout import Checkout, import_module
 from fd_conformance.fastdeploy.runner_stand_ins import (
@@ -133,6 +136,8 @@ class StandInRunner(Anything):
             "speculative_method": combo.spec_method,
             "speculative_decoding": combo.spec_method is not None,
             "dynamic_weight_manager": StandInWeightManager(bus, chosen.params, chosen.group, True, log),
+            "is_weight_sleeping": False,  # the v1 doors' state: awake, as after start-up
+            "is_kvcache_sleeping": False,
         }
         for key, value in known.items():
             object.__setattr__(self, key, value)
@@ -180,52 +185,119 @@ class RunnerReport:
         return sum(1 for r in self.rows if r.error) + (1 if self.error else 0)
 
 
-def _run_combo(cls: Any, combo: Combo, make_models: ModelFactory | None = None) -> list[RunnerRow]:
-    """clear_parameters, then update_parameters, on graphs captured as the flags say (over the
-    stand-in models, or those ``make_models`` makes)."""
+@dataclass(frozen=True)
+class Door:
+    """One entry point through which FastDeploy's runner releases weights and groups, and the call
+    that brings them back. ``contract``: ``recapture`` (every graph destroyed, captured again after
+    the restore) or ``in_place`` (graphs kept; new weights written into the tensors they captured)."""
+
+    release: str
+    restore: str | None
+    args: tuple[Any, ...] = ()
+    contract: str = "recapture"
+
+    def label(self, method: str) -> str:
+        """``clear_parameters`` as before; ``sleep(weight)`` for a door called with tags."""
+        return f"{method}({self.args[0]})" if self.args and isinstance(self.args[0], str) else method
+
+
+#: Every door the bridge drives, when the runner has it: clear/update_parameters (the first RL
+#: API), sleep/wakeup for each tag set (the v1 API of #6761), update_weights (weights written in
+#: place by RDMA, graphs kept: #6052).
+DOORS = (
+    Door("clear_parameters", "update_parameters", (0,)),
+    Door("sleep", "wakeup", ("weight",)),
+    # The KV cache is not a recorded buffer: this door keeps the graphs (judged as in place), and
+    # only a release or stale replay of the weights and groups it touches is a finding.
+    Door("sleep", "wakeup", ("kv_cache",), "in_place"),
+    Door("sleep", "wakeup", ("weight,kv_cache",)),
+    Door("update_weights", None, (), "in_place"),
+)
+
+
+def _run_door(cls: Any, combo: Combo, door: Door, make_models: ModelFactory | None = None) -> list[RunnerRow]:
+    """Capture as the flags say, go through ``door``, then come back and replay (the first decode
+    step): the release row is judged by the door's contract, the restore row by FDC204. Each door
+    on fresh stand-ins, so a finding at one door never hides or causes one at another."""
     bus, log = EventBus(), CallLog()
     runner = StandInRunner(combo, bus, log, make_models(combo, bus, log) if make_models else None)
     explain = runner.chosen.explain
     recorder = LifecycleRecorder(cast("Runtime", SimpleNamespace(events=bus)))  # it reads only ``.events``
     rows = []
-    with recorder:
+    with recorder, contextlib.ExitStack() as undo:
+        _quiet_device_reports(undo, cls, log)
         runner.capture_model()
         del log[:]
-        clear = RunnerRow(combo, "clear_parameters")
-        caused: list[Finding] = []
-        try:
-            cls.clear_parameters(runner, 0)
-        except MissingDependency:  # the body used a module stood in for at import: exit 6, by name
-            raise
-        except Exception as err:  # the models' own defect (explained), or something the stand-ins do not model
-            caused = explain(err, "clear_parameters")
-            clear.error = None if caused else _describe_error(err)
-        recorder.check_cleared()
-        clear.findings, clear.calls = caused + recorder.findings(), list(log)
-        rows.append(clear)
-        seen, caused = len(clear.findings) - len(caused), []
+        release = RunnerRow(combo, door.label(door.release))
+        caused = _call(cls, door.release, runner, door.args, explain, release)
+        if door.contract == "recapture":
+            recorder.check_cleared()  # in_place keeps its graphs by design: FDC203 is not its contract
+        else:
+            for model in runner.models():
+                model.replay()  # the first decode step after an in-place update
+        release.findings, release.calls = caused + recorder.findings(), list(log)
+        rows.append(release)
+        seen = len(release.findings) - len(caused)
         del log[:]
-        update = RunnerRow(combo, "update_parameters")
-        if hasattr(cls, "update_parameters"):
-            try:
-                cls.update_parameters(runner, 0)
+        if door.restore is not None and hasattr(cls, door.restore):
+            restore = RunnerRow(combo, door.label(door.restore))
+            caused = _call(cls, door.restore, runner, door.args, explain, restore)
+            if not caused and restore.error is None:
                 for model in runner.models():
                     model.replay()  # the first decode step after the update
-            except MissingDependency:
-                raise
-            except Exception as err:
-                caused = explain(err, "update_parameters")
-                update.error = None if caused else _describe_error(err)
-            update.findings = caused + [f for f in recorder.findings()[seen:] if f.code == "FDC204"]
-            update.calls = list(log)
-            rows.append(update)
+            restore.findings = caused + [f for f in recorder.findings()[seen:] if f.code == "FDC204"]
+            restore.calls = list(log)
+            rows.append(restore)
     return rows
+
+
+#: Module-level helpers the doors call only to report device memory (NVML on a GPU host): on a CPU
+#: they raise, and what they print decides nothing, so they are logged instead while a door runs.
+DEVICE_REPORTS = ("print_gpu_memory_use",)
+
+
+def _quiet_device_reports(undo: contextlib.ExitStack, cls: Any, log: CallLog) -> None:
+    module = sys.modules.get(getattr(cls, "__module__", ""))
+    for name in DEVICE_REPORTS:
+        if module is not None and callable(getattr(module, name, None)):
+            undo.enter_context(mock.patch.object(module, name, lambda *a, _n=name, **k: log.append(f"{_n}()")))
+
+
+def _call(cls: Any, method: str, runner: Any, args: tuple[Any, ...], explain: Any, row: RunnerRow) -> list[Finding]:
+    """FastDeploy's ``method`` body, unbound, on the stand-in ``self``: the findings the models' own
+    exception explains, or the row's error when nothing does."""
+    try:
+        getattr(cls, method)(runner, *args)
+    except MissingDependency:  # the body used a module stood in for at import: exit 6, by name
+        raise
+    except Exception as err:  # the models' own defect (explained), or something the stand-ins do not model
+        caused: list[Finding] = explain(err, method)
+        row.error = None if caused else _describe_error(err)
+        return caused
+    return []
+
+
+def _run_combo(cls: Any, combo: Combo, make_models: ModelFactory | None = None) -> list[RunnerRow]:
+    """Every door the runner has, each on its own stand-ins (over the stand-in models, or those
+    ``make_models`` makes)."""
+    return [row for door in DOORS if hasattr(cls, door.release) for row in _run_door(cls, combo, door, make_models)]
 
 
 def _describe_error(err: BaseException) -> str:
     frame = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
     where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
     return f"{type(err).__name__}: {err}{where}"
+
+
+def door_methods(cls: Any) -> list[str]:
+    """The row labels the doors of ``cls`` give (release, then restore, door by door)."""
+    labels = []
+    for door in DOORS:
+        if hasattr(cls, door.release):
+            labels.append(door.label(door.release))
+            if door.restore is not None and hasattr(cls, door.restore):
+                labels.append(door.label(door.restore))
+    return labels
 
 
 def draft_graphs_exist(checkout: Checkout) -> bool:
@@ -257,7 +329,7 @@ def run_combo(cls: type, combo: Combo, has_draft_graphs: bool, make_models: Mode
     """clear_parameters and update_parameters rows of one combination (n/a rows when it cannot arise)."""
     why = skip_reason(combo, has_draft_graphs)
     if why is not None:
-        return [RunnerRow(combo, method, skipped=why) for method in ("clear_parameters", "update_parameters")]
+        return [RunnerRow(combo, method, skipped=why) for method in door_methods(cls)]
     return _run_combo(cls, combo, make_models)
 
 

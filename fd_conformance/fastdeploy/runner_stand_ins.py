@@ -152,9 +152,42 @@ class StandInWeightManager(Anything):
 
     def update_parameters(self, pid: Any = None, shutdown_comm_group_if_worker_idle: bool | None = None) -> None:
         self._log.append("dynamic_weight_manager.update_parameters()")
+        self._restart_group()
+        self._restore()
+
+    # The v1 RL doors (sleep/wakeup by tag, #6761): the same releases, one call each.
+    def clear_model_weight(self) -> None:
+        self._log.append("dynamic_weight_manager.clear_model_weight()")
+        for param in self.params:
+            param.address = 0
+            self.bus.emit(EventKind.PARAM_RELEASED, param.name, id(param), buffers=(param.ref(),))
+
+    def clear_communication_group(self) -> None:
+        self._log.append("dynamic_weight_manager.clear_communication_group()")
+        if self.group.alive:
+            self.group.alive = False
+            self.bus.emit(EventKind.GROUP_SHUTDOWN, self.group.name, id(self.group))
+
+    def restart_communication_group(self) -> None:
+        self._log.append("dynamic_weight_manager.restart_communication_group()")
+        self._restart_group()
+
+    def reload_model_weights(self) -> None:
+        self._log.append("dynamic_weight_manager.reload_model_weights()")
+        self._restore()
+
+    def update_weights_by_rdma(self, version: Any = None, verify_checksum: bool = False) -> dict[str, Any]:
+        """In place (``set_value`` into the live parameters): same addresses, nothing released, so
+        the graphs captured on them read the new weights and need no recapture."""
+        self._log.append("dynamic_weight_manager.update_weights_by_rdma()")
+        return {"status": "ok"}
+
+    def _restart_group(self) -> None:
         if not self.group.alive:
             self.group.alive = True
             self.bus.emit(EventKind.GROUP_CREATED, self.group.name, id(self.group))
+
+    def _restore(self) -> None:
         for param in self.params:
             param.address = next(RecordedParam._addresses)
             self.bus.emit(EventKind.PARAM_RESTORED, param.name, id(param), buffers=(param.ref(),))

@@ -125,6 +125,10 @@ class ClassDoors:
     method_lines: dict[str, int] = field(default_factory=dict)
     constructions: list[Construction] = field(default_factory=list)
     owns_graphs: bool = False
+    # The models the class names at all ("main", "draft"): a clear of their graphs, their graph flag
+    # or the speculative method tested, a manager built with them. Graphs of a model the class never
+    # names are not its to destroy.
+    roles: set[str] = field(default_factory=set)
 
 
 def _chain(node: ast.expr) -> list[str]:
@@ -156,10 +160,13 @@ class _Builder:
     # -- names
     def _flag(self, name: str) -> str | None:
         if matches(name, self.cfg.draft_flags):
+            self.doors.roles.add("draft")
             return "draft"
         if matches(name, self.cfg.main_flags):
+            self.doors.roles.add("main")
             return "main"
         if name in self.cfg.speculative_switches:
+            self.doors.roles.add("draft")
             return "spec"
         return None
 
@@ -202,6 +209,7 @@ class _Builder:
             )
             if spec_side and any(self._mentions_draft_method(s) for s in sides):
                 op = node.ops[0]
+                self.doors.roles.add("draft")
                 if isinstance(op, (ast.Eq, ast.In, ast.Is)):
                     return ("mtp",)
                 if isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)):
@@ -271,6 +279,7 @@ class _Builder:
         for arg in (*value.args, *(k.value for k in value.keywords)):
             items = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
             roles.extend(r for r in (self._model_role(i) for i in items) if r and r not in roles)
+        self.doors.roles.update(roles)
         self.doors.constructions.append(
             Construction(chain[1], ctor[-1], tuple(roles), conds, value.lineno, ast.unparse(value)[:120])
         )
@@ -331,7 +340,22 @@ class _Builder:
                 self.doors.methods[stmt.name] = self.body(stmt.body, ())
                 self.doors.method_lines[stmt.name] = stmt.lineno
         self.doors.owns_graphs = any(_owns_graphs(ops) for ops in self.doors.methods.values())
+        for ops in self.doors.methods.values():
+            self.doors.roles.update(op.role for op in _walk(ops) if isinstance(op, Clear))
+            self.doors.roles.update("draft" for op in _walk(ops) if isinstance(op, (CallAttr, Release)) and op.role == "draft")
         return self.doors
+
+
+def _walk(ops: Sequence[Op]) -> list[Op]:
+    """Every op, those inside branches and loops included."""
+    found: list[Op] = []
+    for op in ops:
+        found.append(op)
+        if isinstance(op, Branch):
+            found += _walk(op.then) + _walk(op.orelse)
+        elif isinstance(op, Loop):
+            found += _walk(op.body)
+    return found
 
 
 def _owns_graphs(ops: Sequence[Op]) -> bool:

@@ -257,16 +257,23 @@ class DoorAnalysis:
                 out.append(Alive(role, op, frame.door_site or op.site, frame.through, facts, covered, frame.manager))
 
     # -- doors
-    def owns_graphs(self, cls: ClassDoors) -> bool:
-        """The class or a base it inherits from reads a graph flag or clears a model's graphs."""
-        seen, todo = set(), [cls]
+    def _lineage(self, cls: ClassDoors) -> list[ClassDoors]:
+        """The class and every scanned class it inherits from."""
+        found, todo = [cls], list(cls.bases)
         while todo:
-            current = todo.pop()
-            if current.owns_graphs:
-                return True
-            seen.add(current.name)
-            todo.extend(self.classes[b] for b in current.bases if b in self.classes and b not in seen)
-        return False
+            base = self.classes.get(todo.pop())
+            if base is not None and all(base is not c for c in found):
+                found.append(base)
+                todo.extend(base.bases)
+        return found
+
+    def owns_graphs(self, cls: ClassDoors) -> bool:
+        """The class or a base it inherits from destroys some model's graphs."""
+        return any(c.owns_graphs for c in self._lineage(cls))
+
+    def roles(self, cls: ClassDoors) -> set[str]:
+        """The models the class or its bases name (whose graphs it can hold)."""
+        return {role for c in self._lineage(cls) for role in c.roles}
 
     def doors(self, cls: ClassDoors) -> list[str]:
         """Entry points: methods no method of the class calls (helpers are followed from their callers)."""
@@ -276,11 +283,13 @@ class DoorAnalysis:
     def check_class(self, cls: ClassDoors) -> Iterator[Verdict]:
         """Each (door, model) with live graphs at a release once: the earliest such door call, the
         first path that shows it, and every door call that releases under them, on any path."""
+        named = self.roles(cls)
         for door in self.doors(cls):
             found: dict[str, Verdict] = {}
             for facts in all_facts(self.draft_graphs):
+                main = facts.main and not cls.draft_owner and "main" in named
                 start = frozenset(
-                    r for r, on in (("main", facts.main and not cls.draft_owner), ("draft", facts.mtp and facts.draft)) if on
+                    r for r, on in (("main", main), ("draft", facts.mtp and facts.draft and "draft" in named)) if on
                 )
                 out: list[Alive] = []
                 self._run(cls.methods[door], {start}, _Frame(cls, None, None, None, "", 0), facts, out)

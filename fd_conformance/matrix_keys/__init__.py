@@ -50,4 +50,6 @@ def case_properties(item: pytest.Item) -> list[tuple[str, object]]:
     callspec = item.callspec  # type: ignore[attr-defined]  # case_of found one: a parametrized Function
     keys = CheckRecord(item.nodeid, case=case.name, device=callspec.params.get("fd_device", ""), check=check_name(item))
     keys.expected = sorted(case.expected_findings)
+    if case.weight_update != "recapture":
+        keys.contract = case.weight_update
     return keys.properties()

@@ -74,6 +74,7 @@ class ResultRecord(TypedDict):
     # The matrix keys and what conformance.json shows, so a report rebuilt from the file alone says
     # what `run`'s says (suite tests only).
     device: NotRequired[str]
+    contract: NotRequired[str]  # the case's weight-update contract when not the default ("in_place")
     expected: NotRequired[list[str]]  # the case's expected finding codes (mutants)
     runtime: NotRequired[str]
     runtime_version: NotRequired[str]
@@ -92,6 +93,7 @@ class CheckRecord:
     case: str | None = None
     device: str | None = None
     check: str | None = None
+    contract: str | None = None  # the case's weight-update contract when not "recapture" (the default)
     expected: list[str] | None = None  # the case's expected finding codes (mutants)
     codes: list[str] = field(default_factory=list)  # finding codes, each once, in the order reported
     findings: list[dict[str, Any]] | None = None  # Finding.to_dict() each
@@ -117,6 +119,8 @@ class CheckRecord:
                 (PROP_PREFIX + "check", self.check or ""),
                 (PROP_PREFIX + "expected", ",".join(sorted(self.expected or []))),
             ]
+            if self.contract is not None:
+                pairs.append((PROP_PREFIX + "contract", self.contract))
         pairs += [(PROP_PREFIX + key, getattr(self, key)) for key in RUNTIME_KEYS if getattr(self, key) is not None]
         if self.findings is not None:
             pairs.append((FINDINGS_PROP, json.dumps(self.findings)))
@@ -138,7 +142,9 @@ class CheckRecord:
             finished=finished,
         )
         optional: dict[str, Any] = {key: self.run[key] for key in EVIDENCE_KEYS if key in self.run}
-        optional.update((key, getattr(self, key)) for key in ("device", *RUNTIME_KEYS) if getattr(self, key) is not None)
+        optional.update(
+            (key, getattr(self, key)) for key in ("device", "contract", *RUNTIME_KEYS) if getattr(self, key) is not None
+        )
         if self.expected:
             optional["expected"] = self.expected
         if self.findings is not None:
@@ -163,7 +169,7 @@ class CheckRecord:
             caught=hasattr(report, "wasxfail"),
             run=dict(getattr(report, RUN_ATTR, None) or {}),
         )
-        for key in ("case", "device", "check", *RUNTIME_KEYS):
+        for key in ("case", "device", "check", "contract", *RUNTIME_KEYS):
             if PROP_PREFIX + key in props:
                 value = props[PROP_PREFIX + key]
                 setattr(record, key, value if key == "graphs_real" else str(value))
@@ -198,7 +204,7 @@ class CheckRecord:
             started=float(data.get("started", 0.0)),
             run={key: data[key] for key in ("worker_pid", *EVIDENCE_KEYS) if key in data},
         )
-        for key in ("case", "device", "check", "expected", *RUNTIME_KEYS):
+        for key in ("case", "device", "check", "contract", "expected", *RUNTIME_KEYS):
             if data.get(key) is not None:
                 setattr(record, key, data[key])
         return record
@@ -207,7 +213,7 @@ class CheckRecord:
     def then(self, later: CheckRecord) -> None:
         """Fold a later phase in: time adds up, a failure wins, the first reason stays, keys update."""
         self.duration += later.duration
-        for key in ("case", "device", "check", "expected", "findings", *RUNTIME_KEYS):
+        for key in ("case", "device", "check", "contract", "expected", "findings", *RUNTIME_KEYS):
             if getattr(later, key) is not None:
                 setattr(self, key, getattr(later, key))
         self.codes += [code for code in later.codes if code not in self.codes]

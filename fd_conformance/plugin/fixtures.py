@@ -62,16 +62,22 @@ def freeze_long_lived() -> None:
 # The Subject / ModelRunner protocol members a check touches (cases.Subject, cases.ModelRunner).
 SUBJECT_MEMBERS = ("runtime", "wrapper", "draft", "runner", "make_inputs", "forward", "eager_forward", "new_weights", "graphs")
 RUNNER_MEMBERS = ("use_cudagraph", "draft_model_use_cudagraph", "capture_model", "clear_parameters", "update_parameters")
+#: The runner's members per weight-update contract (ModelCase.weight_update): an in_place engine
+#: updates through update_weights(new) and keeps its graphs; it need not tear down at all.
+RUNNER_MEMBERS_BY_CONTRACT = {
+    "recapture": RUNNER_MEMBERS,
+    "in_place": ("use_cudagraph", "draft_model_use_cudagraph", "capture_model", "update_weights"),
+}
 
 
-def missing_subject_members(subject: object) -> list[str]:
+def missing_subject_members(subject: object, weight_update: str = "recapture") -> list[str]:
     """Protocol members the factory's result lacks ("runner.x" for the runner's): checked up
     front, so a case author reads one line instead of an AttributeError deep inside a check.
     ``graphs`` is optional: a subject without it is certified in native mode."""
     missing = [name for name in SUBJECT_MEMBERS if name != "graphs" and not hasattr(subject, name)]
     runner = getattr(subject, "runner", None)
     if runner is not None:
-        missing += [f"runner.{name}" for name in RUNNER_MEMBERS if not hasattr(runner, name)]
+        missing += [f"runner.{name}" for name in RUNNER_MEMBERS_BY_CONTRACT[weight_update] if not hasattr(runner, name)]
     return missing
 
 
@@ -119,7 +125,7 @@ def build_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
             "fix: make the factory build its Subject on this runtime (traceback in the captured stderr)",
             pytrace=False,
         )
-    missing = missing_subject_members(subject)
+    missing = missing_subject_members(subject, fd_case.weight_update)
     if missing:
         pytest.fail(
             f"{fd_case.name}: the factory returned a {type(subject).__name__} without {', '.join(missing)}; "

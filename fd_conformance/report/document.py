@@ -104,6 +104,7 @@ def build_document(
                 "device": device,
                 "runtime": next((r.runtime for r in row if r.runtime), ""),
                 "graphs": graphs_label(row),
+                "contract": next((r.contract for r in row if r.contract), "recapture"),
                 "mutant": any(r.expected for r in row),
                 "expected_findings": sorted({c for r in row for c in r.expected}),
                 "observed_findings": observed,

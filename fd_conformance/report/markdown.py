@@ -134,8 +134,14 @@ def _summary_section(document: Mapping[str, Any]) -> Section:
     for c in document["cases"]:
         cells = [c["checks"].get(k, {}).get("cell", "-") for k in checks]
         mark = "mutant " if c["mutant"] else ""
+        contract = c.get("contract", "recapture")  # the weight-update contract the row was judged by
+        judged = f" ({contract})" if contract != "recapture" else ""
         table.append(
-            _line(f"| {mark}`{c['name']}` | {c['device']} | {c['graphs']} | " + " | ".join(cells) + f" | **{c['verdict']}** |")
+            _line(
+                f"| {mark}`{c['name']}`{judged} | {c['device']} | {c['graphs']} | "
+                + " | ".join(cells)
+                + f" | **{c['verdict']}** |"
+            )
         )
     return head, table, "| ... {n} more rows: see conformance.json |"
 

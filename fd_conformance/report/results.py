@@ -50,6 +50,7 @@ class CheckResult:
     runtime_version: str = ""
     device_name: str = ""
     graphs_real: bool | None = None
+    contract: str = ""  # the case's weight-update contract when not the default ("in_place")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +88,7 @@ def result_of(record: CheckRecord) -> CheckResult:
         runtime_version=str(record.runtime_version or ""),
         device_name=str(record.device_name or ""),
         graphs_real=record.graphs_real if isinstance(record.graphs_real, bool) else None,
+        contract=str(record.contract or ""),
     )
 
 

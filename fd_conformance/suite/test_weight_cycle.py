@@ -3,7 +3,8 @@ eager forward with the new weights (FDC304); no graph replays stale buffers (FDC
 teardown-order rules hold at EVERY cycle's clear_parameters(), not only after the first capture
 as C3 judges them (FDC201/FDC202/FDC203, named with the cycle: a runner that keeps the first
 capture's graph list clears nothing it captured since); and --fd-cycles cycles (default 5) do not
-grow memory (FDC305)."""
+grow memory (FDC305). A case under the ``in_place`` contract (graphs kept across the update) is
+judged by :mod:`._in_place` instead."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from fd_conformance.cases import ModelCase
 from fd_conformance.findings import Location, make_finding
 from fd_conformance.runtime.base import Runtime, StaleGraphError
+from fd_conformance.suite._in_place import run_in_place_cycles
 from fd_conformance.suite._support import (
     compare_outputs,
     exception_finding,
@@ -34,8 +36,11 @@ pytestmark = pytest.mark.conformance("weight_cycle")
 
 
 def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, fd_verdict: CheckVerdict, fd_cycles: int) -> None:
-    require_clear_methods(fd_subject)
     graphs_on(fd_subject)
+    if fd_case.weight_update == "in_place":
+        run_in_place_cycles(fd_case, fd_runtime, fd_subject, fd_verdict, fd_cycles)
+        return
+    require_clear_methods(fd_subject)
     runner = fd_subject.runner
     name = type(runner).__qualname__
     models = models_named(fd_subject)
