@@ -179,6 +179,13 @@ def test_a_run_with_no_rows_writes_well_formed_markdown() -> None:
     assert "- runtime: none (no check ran)" in text and "No rows" in text
 
 
+def test_checks_that_ended_before_any_runtime_are_not_called_none() -> None:
+    """Issue 51.12: an interrupted run whose only ended check skipped before starting a runtime read
+    "runtime: none (no check ran)" after a check ran."""
+    text = report.format_certificate(report.build_document([_result("m", "config", "skipped", "no postprocessor")]))
+    assert "- runtime: none recorded (1 check(s) ended, none on a runtime)" in text, text
+
+
 def test_the_same_failure_on_a_whole_row_is_one_line() -> None:
     """Issue 24.13: a factory that raises fails every check alike: one line with its count."""
     checks = ["protocol", "clear", "teardown_order", "weight_cycle", "capture_replay"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +27,7 @@ REPORT_FILES = ("conformance.json", "certificate.md", "junit.xml")
 RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # what one run leaves in --out
 LOCK_NAME = ".fd-conformance.lock"
 PREVIOUS_DIR = "previous"
+REPLACED_DIR = ".previous-replaced"  # the previous/ a run replaces, until it settles (KeptReports)
 # The first line of OUT/pytest.log: what tells a later run that the log is the kit's (see kit_wrote).
 LOG_HEADER = "# fd-conformance run: pytest's output"
 
@@ -172,48 +174,108 @@ def refuse_foreign(out: Path, names: Iterable[str], also: Iterable[str] = ()) ->
         )
 
 
-def keep_previous(out: Path) -> tuple[Path | None, Path | None]:
-    """An earlier run's files in --out move to OUT/previous/: a rerun must not silently destroy
-    the last certificate, nor may a stale report pass for this run's result. An older previous/
-    is kept, renamed OUT/previous-<when its run ended>/: no run deletes history. A file of the
-    run's names that the kit did not write (another tool's junit.xml in ``--out .``) stops the run
-    before anything moves, since the run would overwrite it; so does a previous/ holding other
-    names than the run's (the user's own folder). Returns where the files moved and where
-    the older previous/ went (each None when nothing moved)."""
-    earlier = present(out, RUN_FILES)
-    previous = out / PREVIOUS_DIR
+class KeptReports:
+    """The earlier run's reports, moved into OUT/previous/ by :func:`keep_previous`, until the run
+    is settled: :meth:`restore` (a refused run leaves --out as it found it, so a CI job still finds
+    the last report) or :meth:`settle` (the run wrote its own: the previous/ before is deleted, so
+    exactly one previous report is kept). The previous/ before waits at OUT/.previous-replaced
+    meanwhile; a run killed before settling leaves it, and the next run removes it."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.previous = out / PREVIOUS_DIR
+        self.moved: list[str] = []  # names of the earlier run's files now in previous/
+        self.replaced: Path | None = None  # the previous/ before, until settled
+        self.made_previous = False
+
+    def keep(self) -> KeptReports:
+        earlier = present(self.out, RUN_FILES)
+        _refuse_foreign_previous(self.out, self.previous, earlier)
+        if not earlier:
+            return self
+        waiting = self.out / REPLACED_DIR
+        try:
+            if waiting.is_dir() and not waiting.is_symlink():
+                shutil.rmtree(waiting)  # left by a run killed before it settled: previous/ is newer
+            if self.previous.is_dir() and any(self.previous.iterdir()):
+                self.previous.rename(waiting)
+                self.replaced = waiting
+            self.made_previous = not self.previous.is_dir()
+            self.previous.mkdir(exist_ok=True)
+            for path in earlier:
+                path.replace(self.previous / path.name)
+                self.moved.append(path.name)
+        except OSError as err:
+            self.restore()
+            raise UsageError(
+                f"cannot move the earlier reports in --out {str(self.out)!r} aside ({err.strerror})",
+                "pass a directory you can write to",
+            ) from None
+        return self
+
+    def restore(self) -> None:
+        """Put --out back as it was: the earlier run's files in OUT, the previous/ before in previous/."""
+        for name in self.moved:
+            (self.previous / name).replace(self.out / name)
+        self.moved = []
+        if self.replaced is not None or self.made_previous:
+            self.previous.rmdir()  # empty now: only the kit's files were in it
+        if self.replaced is not None:
+            self.replaced.rename(self.previous)
+        self.replaced, self.made_previous = None, False
+
+    def settle(self) -> Path | None:
+        """The run wrote its reports: delete the previous/ before. Returns where the earlier reports are, or None."""
+        if self.replaced is not None:
+            shutil.rmtree(self.replaced, ignore_errors=True)
+            self.replaced = None
+        return self.previous if self.moved else None
+
+
+def keep_previous(out: Path) -> KeptReports:
+    """An earlier run's files in --out move to OUT/previous/ (see :class:`KeptReports`): a rerun must
+    not silently destroy the last certificate, nor may a stale report pass for this run's result. A
+    file of the run's names that the kit did not write (another tool's junit.xml in ``--out .``) stops
+    the run before anything moves, since the run would overwrite it; so does a previous/ holding
+    other names than the run's (the user's own folder), which the kit would delete."""
+    return KeptReports(out).keep()
+
+
+def _refuse_foreign_previous(out: Path, previous: Path, earlier: list[Path]) -> None:
     foreign: list[str] = []
     if previous.is_symlink() or (previous.exists() and not previous.is_dir()):
         foreign.append(PREVIOUS_DIR)
     elif previous.is_dir() and earlier:
         # Only the kit fills previous/, so it holds only RUN_FILES names; anything else means the
-        # folder is the user's (``--out .`` in a project with its own previous/): not renamed.
+        # folder is the user's (``--out .`` in a project with its own previous/): never deleted.
         foreign += [f"{PREVIOUS_DIR}/{entry.name}" for entry in previous.iterdir() if entry.name not in RUN_FILES]
     refuse_foreign(out, RUN_FILES, also=foreign)
-    if not earlier:
-        return None, None
-    retired = None
+
+
+def check_name_lengths(out: Path) -> None:
+    """An --out longer than the file system allows (a name over NAME_MAX bytes, or a path whose
+    reports would pass PATH_MAX) is a usage error here, before the lock or a move touches --out:
+    the first ``stat`` of it raised ENAMETOOLONG, a traceback."""
+    existing = next((p for p in (out, *out.parents) if os.path.isdir(p)), Path(out.anchor or "/"))
     try:
-        if previous.is_dir() and any(previous.iterdir()):
-            retired = _retired_name(previous)
-            previous.rename(retired)
-        previous.mkdir(exist_ok=True)
-        for path in earlier:
-            path.replace(previous / path.name)
-    except OSError as err:
+        name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096  # Linux's limits
+    for part in out.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise UsageError(
+                f"--out {_abbreviated(str(out))!r} has a name of {len(os.fsencode(part))} bytes "
+                f"({_abbreviated(part)!r}), above this file system's limit of {name_max}",
+                "pass a shorter --out",
+            )
+    deepest = out / PREVIOUS_DIR / max(RUN_FILES, key=len)
+    if len(os.fsencode(str(deepest))) >= path_max:
         raise UsageError(
-            f"cannot move the earlier reports in --out {str(out)!r} aside ({err.strerror})", "pass a directory you can write to"
-        ) from None
-    return previous, retired
+            f"--out {_abbreviated(str(out))!r} is {len(os.fsencode(str(out)))} bytes long: the reports' paths in it "
+            f"would pass this file system's limit of {path_max}",
+            "pass a shorter --out",
+        )
 
 
-def _retired_name(previous: Path) -> Path:
-    """previous-<UTC time its newest file was written>, the end of the run it holds (a rename keeps
-    mtimes), so the older generations sort by age; -2, -3... when two ended in the same second."""
-    stamps = [entry.stat().st_mtime for entry in previous.iterdir()] or [previous.stat().st_mtime]
-    stamp = _dt.datetime.fromtimestamp(max(stamps), _dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    candidate, n = previous.with_name(f"{PREVIOUS_DIR}-{stamp}"), 1
-    while candidate.exists():
-        n += 1
-        candidate = previous.with_name(f"{PREVIOUS_DIR}-{stamp}-{n}")
-    return candidate
+def _abbreviated(text: str, keep: int = 40) -> str:
+    return text if len(text) <= keep else f"{text[: keep // 2]}...{text[-keep // 2 :]}"

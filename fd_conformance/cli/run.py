@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shlex
 import shutil
 import sys
 import warnings
@@ -38,7 +39,7 @@ from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: 
     session_judged,
 )
 from fd_conformance.cli.judge import usage_line as _usage_line  # noqa: F401 - re-exported: tests read it here
-from fd_conformance.cli.outdir import LOG_NAME, OutLock, keep_previous
+from fd_conformance.cli.outdir import LOG_NAME, OutLock, check_name_lengths, keep_previous
 from fd_conformance.cli.pytest_command import (  # noqa: F401 - benches read NO_HYPOTHESIS_PLUGIN here
     NO_HYPOTHESIS_PLUGIN,
     absolute_spec,
@@ -63,8 +64,8 @@ WORKERS_HELP = (
 )
 OUT_HELP = (
     "directory for conformance.json, junit.xml, certificate.md, results.jsonl and pytest.log (default: "
-    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/ "
-    "(an older DIR/previous/ is kept as DIR/previous-TIMESTAMP/); a file of those names that the kit did not write "
+    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/, "
+    "replacing the run before it (a refused run leaves DIR as it was); a file of those names that the kit did not write "
     "stops the run"
 )
 CYCLES_HELP = "weight-update cycles for the weight-cycle check, 3 to 1000 (default 5); its watchdog deadline grows with them"
@@ -152,8 +153,22 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
     if args.workers not in (None, "0") and importlib.util.find_spec("xdist") is None:
         raise UsageError("-n needs pytest-xdist, which is not installed", "pip install 'fd-conformance[dev]' or drop -n")
     validate_directory(str(out), "--out")
+    check_name_lengths(out)
+    _validate_addopts(os.environ.get("PYTEST_ADDOPTS", ""))
     shard_cli.validate_shard_args(args)
     _validate_specs(args.model)
+
+
+def _validate_addopts(addopts: str) -> None:
+    """PYTEST_ADDOPTS reaches the child; quoting pytest cannot split (an unclosed quote) crashed it
+    with a traceback, read as an incomplete session (exit 3) after the earlier report was moved."""
+    try:
+        shlex.split(addopts)
+    except ValueError as err:
+        raise UsageError(
+            f"PYTEST_ADDOPTS {addopts!r} cannot be split into arguments ({err})",
+            "close the quote (or escape it), or unset PYTEST_ADDOPTS",
+        ) from None
 
 
 def _validate_specs(specs: list[str]) -> None:
@@ -199,49 +214,73 @@ def remove_stale_temp_dirs() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Everything that can be checked is checked before --out is touched; what only pytest finds
+    (a spec's attribute, a --runtime no case matches, an unknown option) puts --out back as it was:
+    either way a refused run leaves the last report where a CI job uploads it from."""
     out = Path(validate_directory(args.out, "--out")).resolve()  # first: '' would resolve to the cwd
     _validate(args, out)
     args.workers = capped_workers(args.workers)  # -n 999 on two cores: the OOM killer's, not a report
-    selection = read_selection(args.cases_file) if args.cases_file is not None else None
+    selection = _read_cases_file(args.cases_file) if args.cases_file is not None else None
     with OutLock(out) as lock:
-        moved, retired = keep_previous(out)
-        if moved is not None and not args.quiet:
-            older = f" (the run before it is kept in {retired}; delete what you no longer need)" if retired else ""
-            print(f"fd-conformance run: the earlier run's reports in {out} moved to {moved}{older}")
-        if selection == []:
-            return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
-        env = dict(os.environ)
-        # module:attr specs name modules relative to where the user stands, as `python -m` would.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
-        remove_stale_temp_dirs()
-        run_dir = make_owned_dir(TEMP_PREFIX)
+        kept = keep_previous(out)
         try:
-            # Every temp path of the run (isolation workers' dirs, pytest's tmp_path, a torch
-            # FileStore, a model's files) is made under the run's own dir, which this process
-            # removes however the child ended: a SIGTERMed pytest cleans up nothing itself.
-            env[TEMP_ENV] = str(run_dir / "tmp")
-            (run_dir / "tmp").mkdir()
-            # pytest runs from the kit's own directory with the kit's ini: neither the user's
-            # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
-            args.ini_dir = run_dir
-            (args.ini_dir / "pytest.ini").write_text(KIT_INI, encoding="utf-8")
-            cmd = pytest_command(args, out)
-            returncode, signum = run_child(cmd, env, str(run_dir), out, bool(args.verbose), bool(args.quiet))
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        if signum is not None:
-            return report_interrupted(out, signum, bool(args.quiet))
-        log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
-        if session_judged(returncode, out):
-            record_session_end(out, returncode)  # an unfinished one is closed by judge_session's report
-        code = judge_session(
-            returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
-        )
+            code = _session(args, out, selection)
+        except UsageError:
+            kept.restore()
+            raise
         # pytest refused the arguments (or a --model spec failed to load there): the directory the
-        # lock made goes too. The earlier run's reports stay in previous/: put back, a refused
-        # run's --out would hold a passing report that a later CI step could take for this run's.
+        # lock made goes too, and the earlier run's reports go back where they were.
         lock.refused = code == EXIT_USAGE
+        if lock.refused:
+            kept.restore()
+        elif (moved := kept.settle()) is not None and not args.quiet:
+            print(f"fd-conformance run: the earlier run's reports in {out} were moved to {moved} (replacing the run before it)")
         return code
+
+
+def _session(args: argparse.Namespace, out: Path, selection: list[str] | None) -> int:
+    """The run proper, inside the lock on --out: pytest in the run's own temp dir, then its verdict."""
+    if selection == []:
+        return report_nothing_to_certify(Path(args.cases_file), out, bool(args.include_mutants))
+    env = dict(os.environ)
+    # module:attr specs name modules relative to where the user stands, as `python -m` would.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    remove_stale_temp_dirs()
+    run_dir = make_owned_dir(TEMP_PREFIX)
+    try:
+        # Every temp path of the run (isolation workers' dirs, pytest's tmp_path, a torch
+        # FileStore, a model's files) is made under the run's own dir, which this process
+        # removes however the child ended: a SIGTERMed pytest cleans up nothing itself.
+        env[TEMP_ENV] = str(run_dir / "tmp")
+        (run_dir / "tmp").mkdir()
+        # pytest runs from the kit's own directory with the kit's ini: neither the user's
+        # pytest.ini/pyproject addopts nor a conftest.py in their cwd reaches the certification.
+        args.ini_dir = run_dir
+        (args.ini_dir / "pytest.ini").write_text(KIT_INI, encoding="utf-8")
+        cmd = pytest_command(args, out)
+        returncode, signum = run_child(cmd, env, str(run_dir), out, bool(args.verbose), bool(args.quiet))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if signum is not None:
+        return report_interrupted(out, signum, bool(args.quiet))
+    log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+    if session_judged(returncode, out):
+        record_session_end(out, returncode)  # an unfinished one is closed by judge_session's report
+    return judge_session(
+        returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
+    )
+
+
+def _read_cases_file(path: str) -> list[str]:
+    """read_selection, with a file that is not UTF-8 text (a binary, a UTF-16 export) a usage error
+    rather than a UnicodeDecodeError traceback."""
+    try:
+        return read_selection(path)
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"cases file {path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
+            "pass the file `fd-conformance changed --output FILE` wrote, or save it as UTF-8",
+        ) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

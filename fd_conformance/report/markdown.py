@@ -103,7 +103,11 @@ def _certificate_head(document: Mapping[str, Any]) -> list[str]:
             _line(f"- runtime: {rt['name']} {rt['version']} on {rt['device']} ({rt['device_name']}), graphs: {rt['graphs']}")
         )
     if not env["runtimes"]:
-        lines.append("- runtime: none (no check ran)")
+        # Checks can end (skipped, interrupted) before any started a runtime: say that, not "none ran".
+        ended = sum(int(n) for n in document["summary"].values())
+        lines.append(
+            f"- runtime: none recorded ({ended} check(s) ended, none on a runtime)" if ended else "- runtime: none (no check ran)"
+        )
     lines.append(f"- generated: {document['generated_at']}")
     overall = {0: "PASS", 3: "INCOMPLETE", 4: "NOTHING CERTIFIED"}.get(document["exit_code"], "FAIL")
     verdict_counts: dict[str, int] = {}
