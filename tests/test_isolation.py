@@ -391,6 +391,8 @@ def test_worker_loads_the_parents_dash_p_plugins(tmp_path: Path) -> None:
             "-p",
             "fdc_extra_plugin",
             "-p",
+            "fd_conformance",  # a session that asks for the kit: only then is `isolated` the kit's
+            "-p",
             "no:cacheprovider",
             "-q",
         ],

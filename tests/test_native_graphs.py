@@ -180,6 +180,31 @@ def test_a_model_compiled_outside_a_capture_is_not_recompiled_inside_one(rt: Tor
     torch._dynamo.reset()
 
 
+def test_a_compiled_model_captured_by_the_engines_own_graph_holds_its_weights(rt: TorchRuntime) -> None:
+    """Issue 51.3: ``torch.compile``d, then captured by the engine's own graph (vLLM's and SGLang's
+    piecewise style): dynamo inlines the layers' calls, so the capture recorded no weight and freeing
+    them under the live graph was certified. The capture now holds every weight of the compiled model
+    (NullGraph: the tape double's dispatch mode would make dynamo run the layers eagerly)."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    net, x = Net(), torch.randn(2, 4)
+    seen: list[RuntimeEvent] = []
+    with TorchGraphObserver(rt, NullGraph) as observer:
+        rt.events.subscribe(seen.append)
+        observer.set_roots([("main", net)])
+        compiled = torch.compile(net, backend=CompileCounter())
+        compiled(x)
+        graph = NullGraph()
+        graph.capture_begin()
+        compiled(x)
+        graph.capture_end()
+        (captured,) = [e for e in seen if e.kind is EventKind.GRAPH_CAPTURED]
+        names = sorted(ref.name for ref in captured.buffers)
+    assert {"first.weight", "second.weight", "gain"} <= set(names), names
+    torch._dynamo.reset()
+
+
 # --- release and restore, the ways people swap weights ------------------------------------------
 
 
@@ -930,3 +955,26 @@ def test_real_cuda_graph_events() -> None:
         gc.collect()
     assert codes(recorder) == ["FDC201", "FDC204"]
     assert [e.kind.value for e in recorder.events if e.kind is not EventKind.MARK][-1] == "graph_destroyed"
+
+
+@pytest.mark.gpu
+def test_a_compiled_model_under_a_real_cuda_graph_is_not_certified_blind() -> None:
+    """Issue 51.3 on the device: ``torch.compile(net)`` captured with ``torch.cuda.graph``, then a
+    weight released under the live graph, is FDC201 (it was certified: the capture held no weight)."""
+    from fd_conformance.runtime import get_runtime
+
+    torch._dynamo.reset()
+    runtime = get_runtime("torch", "cuda")
+    net = Net().cuda()
+    with runtime.observe_native_graphs() as obs, LifecycleRecorder(runtime) as recorder:
+        obs.set_roots([("main", net)])
+        compiled = torch.compile(net, backend="eager")
+        x = torch.randn(2, 4, device="cuda")
+        compiled(x)  # compiled and warmed up outside the capture, as vLLM does
+        graph, _ = capture(compiled, x)
+        net.second.weight.untyped_storage().resize_(0)
+        obs.observe("released")
+        del graph
+        gc.collect()
+    assert "FDC201" in codes(recorder), recorder.findings()
+    torch._dynamo.reset()

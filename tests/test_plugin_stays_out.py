@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import fd_conformance
+from fd_conformance.devices import no_gpu_reason
 
 SAMPLE_INI = """[pytest]
 markers =
@@ -45,6 +46,24 @@ def test_int_roundtrip(x):
     assert int(str(x)) == x
 """,
 }
+# Issue 51.16: a project that registers neither marker. Without the kit its isolated test runs in
+# its own process and its gpu test runs; --strict-markers refuses both (unregistered).
+UNREGISTERED_MARKERS = """
+import os
+
+import pytest
+
+
+@pytest.mark.isolated
+def test_their_isolated_marker():
+    assert os.environ.get("FD_CONFORMANCE_ISOLATION_WORKER") is None, "ran in a kit worker"
+
+
+@pytest.mark.gpu
+def test_their_gpu_marker():
+    pass
+"""
+KIT_ROOT = Path(fd_conformance.__file__).resolve().parents[1]
 # Each passes a flag of pytest's or Hypothesis's own, never one of the kit's.
 RUNS = {
     "plain": [],
@@ -63,7 +82,10 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest`` in ``project``, loading this tree's kit (the entry point of an editable
+    install made elsewhere would load that copy's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "FD_CONFORMANCE_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=project,
@@ -101,3 +123,37 @@ def test_their_session_that_asks_for_the_kit_gets_it(sample: Path) -> None:
     asked = run_pytest(sample, "--fd-runtime=auto")
     assert asked.returncode == 0, asked.stdout + asked.stderr
     assert f"fd-conformance {fd_conformance.__version__} (" in asked.stdout
+
+
+@pytest.fixture(scope="module")
+def unregistered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("their_markers")
+    (root / "test_markers.py").write_text(UNREGISTERED_MARKERS)
+    return root
+
+
+@pytest.mark.parametrize("args", [["-rA"], ["-rA", "--strict-markers"]], ids=["plain", "strict-markers"])
+def test_their_gpu_and_isolated_markers_are_theirs(unregistered: Path, args: list[str]) -> None:
+    """Issue 51.16: the kit's plugin registered ``gpu`` and ``isolated`` in every session, so their
+    isolated test ran in a kit worker, their gpu test was skipped ("no GPU") and --strict-markers
+    said nothing. Now both run as without the kit, and --strict-markers fails the same way."""
+    with_kit = run_pytest(unregistered, *args)
+    without_kit = run_pytest(unregistered, "-p", "no:fd_conformance", *args)
+    assert with_kit.returncode == without_kit.returncode, with_kit.stdout + with_kit.stderr
+    assert comparable(with_kit.stdout) == comparable(without_kit.stdout)
+    if "--strict-markers" in args:
+        assert with_kit.returncode == pytest.ExitCode.INTERRUPTED
+        assert "'isolated' not found in `markers` configuration option" in with_kit.stdout, with_kit.stdout
+    else:
+        assert with_kit.returncode == 0 and "2 passed" in with_kit.stdout, with_kit.stdout + with_kit.stderr
+
+
+def test_a_session_that_asks_for_the_kit_gets_its_markers(unregistered: Path) -> None:
+    """With ``-p fd_conformance`` (the kit's own test suite's addopts) both markers are the kit's:
+    registered (--strict-markers passes), gpu skipped with a reason here, isolated in a worker."""
+    asked = run_pytest(unregistered, "-p", "fd_conformance", "--strict-markers", "-rs")
+    no_gpu = no_gpu_reason()
+    assert "ran in a kit worker" in asked.stdout, asked.stdout + asked.stderr  # the isolated test's own assertion
+    if no_gpu is not None:
+        assert re.search(rf"SKIPPED \[1\] test_markers\.py:\d+: {re.escape(no_gpu)}", asked.stdout), asked.stdout
+        assert "1 failed, 1 skipped" in asked.stdout, asked.stdout

@@ -158,7 +158,14 @@ def test_a_user_session_shows_no_assert_rewrite_warning(acme_mtp_session: tuple[
 # --- the certificate, from documents (no session needed) ----------------------------------------
 
 
-def _result(case: str, check: str, outcome: str, message: str = "", findings: list[dict[str, Any]] | None = None) -> Any:
+def _result(
+    case: str,
+    check: str,
+    outcome: str,
+    message: str = "",
+    findings: list[dict[str, Any]] | None = None,
+    expected: tuple[str, ...] = (),
+) -> Any:
     findings = findings or []
     return report.CheckResult(
         nodeid=f"test_{check}.py::test_{check}[{case}-cpu]",
@@ -169,6 +176,7 @@ def _result(case: str, check: str, outcome: str, message: str = "", findings: li
         codes=[f["code"] for f in findings],
         findings=findings,
         message=message,
+        expected=list(expected),
     )
 
 

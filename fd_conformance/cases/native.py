@@ -14,6 +14,7 @@ suites run unchanged:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from collections.abc import Callable
@@ -82,12 +83,14 @@ class NativeSubject:
         self._subject = subject
         self._observer = observer
         self.bind_roots()
-        self._undo = [
-            observe_calls(subject.runner, "runner", RUNNER_CALLS, observer),
-            observe_calls(subject.wrapper, "main", MODEL_CALLS, observer),
-        ]
-        if subject.draft is not None:
-            self._undo.append(observe_calls(subject.draft, "draft", MODEL_CALLS, observer))
+        # Each object's observation points are undone if a later one raises (an author's property,
+        # a lazily built model): a half-built NativeSubject leaves the author's objects as they were.
+        with contextlib.ExitStack() as undo:
+            undo.callback(observe_calls(subject.runner, "runner", RUNNER_CALLS, observer))
+            undo.callback(observe_calls(subject.wrapper, "main", MODEL_CALLS, observer))
+            if subject.draft is not None:
+                undo.callback(observe_calls(subject.draft, "draft", MODEL_CALLS, observer))
+            self._undo = undo.pop_all()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._subject, name)
@@ -116,6 +119,4 @@ class NativeSubject:
 
     def close(self) -> None:
         """Put the author's objects back as they were (the observer is closed by its owner)."""
-        for undo in self._undo:
-            undo()
-        self._undo = []
+        self._undo.close()

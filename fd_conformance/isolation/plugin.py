@@ -2,11 +2,13 @@
 
 Which items: ``@pytest.mark.isolated`` and ``@pytest.mark.conformance`` ones by default
 (``--fd-isolate=marked``), every item with ``--fd-isolate=all``, none with ``--fd-isolate=off``
-(for ``--pdb`` debugging). The parent replaces pytest's run of such an item with a request to
-its worker, re-emits the worker's reports through its own hooks (terminal, JUnit, xdist see a
-normal item) and, when the worker hangs or dies, a synthetic failed report carrying the HANG
-(FDC501) or crash (FDC502) evidence. Where and when each item ran (and that evidence) rides on its
-reports as ``fd_run`` for the results log (fd_conformance.plugin.results_log), wherever it runs.
+(for ``--pdb`` debugging). ``isolated`` only in a session that asks for or uses the kit: elsewhere
+it is the project's marker (fd_conformance.plugin.usage.owns_kit_markers). The parent replaces
+pytest's run of such an item with a request to its worker, re-emits the worker's reports through
+its own hooks (terminal, JUnit, xdist see a normal item) and, when the worker hangs or dies, a
+synthetic failed report carrying the HANG (FDC501) or crash (FDC502) evidence. Where and when each
+item ran (and that evidence) rides on its reports as ``fd_run`` for the results log
+(fd_conformance.plugin.results_log), wherever it runs.
 
 pytest-timeout: for isolated items our watchdog wins. An in-process timer cannot fire while a C
 call holds the GIL, and its ``thread`` method would kill the whole session, so the item's
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -80,6 +83,12 @@ OPTIONS = {
 DEBUGGER_NOTE = "fd-conformance: {flag} given, so isolation is off: every test runs in this process (no watchdog)"
 
 
+#: Whether ``isolated`` is the kit's marker in this session, set at configure by the kit's plugin
+#: package (fd_conformance.plugin.usage.owns_kit_markers), which sits above isolation and so is
+#: handed down rather than imported. Unset: the kit's plugin is not loaded, the marker is not ours.
+OWNS_ISOLATED_KEY = pytest.StashKey[Callable[[], bool]]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fd-conformance isolation")
     OPTIONS[FD_ISOLATE].add(group, parser, choices=ISOLATE_CHOICES)
@@ -88,7 +97,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", ISOLATED_MARKER_HELP)
+    # The `isolated` marker is registered with the kit's `gpu` one, in the kit's sessions only
+    # (fd_conformance.plugin.usage.register_kit_markers).
     resolve_all(config, list(OPTIONS.values()))
     try:
         validate_choice(config.getoption(FD_ISOLATE), f"{FD_ISOLATE} (or ini {OPTIONS[FD_ISOLATE].dest})", ISOLATE_CHOICES)
@@ -210,8 +220,16 @@ class IsolationController:
         if self.mode == "all":
             return True
         if self.mode == "marked":
-            return item.get_closest_marker("isolated") is not None or item.get_closest_marker("conformance") is not None
+            if item.get_closest_marker("conformance") is not None:
+                return True
+            return item.get_closest_marker("isolated") is not None and self._owns_isolated()
         return False
+
+    def _owns_isolated(self) -> bool:
+        """``isolated`` is the kit's marker only in the kit's sessions: a project's own runs in-process.
+        The kit's plugin package (above this one) decides, through OWNS_ISOLATED_KEY."""
+        decide = self.config.stash.get(OWNS_ISOLATED_KEY, None)
+        return decide is not None and decide()
 
     # --- prestart ---------------------------------------------------------------------------
     def pytest_sessionstart(self) -> None:

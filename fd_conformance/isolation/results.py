@@ -10,6 +10,7 @@ lines, the writer and the strict reader are this module's.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -71,9 +72,21 @@ def new_record(nodeid: str, *, started: float, pid: int) -> ResultRecord:
     return CheckRecord(nodeid, started=started).line(finished=started, pid=pid)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``: ``os.write`` may write fewer (a signal, a file-size limit, a full
+    pipe) and says how many; stopping there would leave a torn line that a later line runs into."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # nothing written and no error: retrying would spin
+            raise OSError(errno.EIO, f"write of {len(view)} bytes wrote none")
+        view = view[written:]
+
+
 class ResultLog:
     """Append-only JSONL writer. One ``os.write`` per record on an ``O_APPEND`` descriptor, so
-    several writers (pytest-xdist workers) can share one file without interleaving lines."""
+    several writers (pytest-xdist workers) can share one file without interleaving lines; a short
+    write is continued (write_all), the line's rest then lands where the file ends at that moment."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -92,11 +105,11 @@ class ResultLog:
         malformed line and what we append next is a line of its own."""
         size = os.fstat(self._fd).st_size
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
-            os.write(self._fd, b"\n")
+            write_all(self._fd, b"\n")
 
     def append(self, record: ResultRecord | PlanRecord | SessionRecord) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
-        os.write(self._fd, line)
+        write_all(self._fd, line)
         os.fsync(self._fd)  # the point of the log: survive the controller being killed next
 
     def close(self) -> None:

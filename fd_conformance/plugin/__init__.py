@@ -28,6 +28,7 @@ import pytest
 
 from fd_conformance import __version__
 from fd_conformance.devices import framework_versions
+from fd_conformance.isolation.plugin import OWNS_ISOLATED_KEY
 from fd_conformance.plugin.collection import CASES_KEY
 from fd_conformance.plugin.gpus import pin_worker_gpu
 from fd_conformance.plugin.matrix import SESSION_KEY
@@ -44,7 +45,14 @@ from fd_conformance.plugin.options import (
     validate_runtime,
 )
 from fd_conformance.plugin.shard import SHARD_KEY
-from fd_conformance.plugin.usage import GPU_MARKER_HELP, decide_requested, registers_own_gpu_marker, requested, start_using
+from fd_conformance.plugin.usage import (
+    GPU_MARKER_HELP,
+    decide_requested,
+    owns_kit_markers,
+    register_kit_markers,
+    requested,
+    start_using,
+)
 
 __all__ = ["CASES_KEY", "CYCLES_KEY", "DEVICES_KEY", "GPU_MARKER_HELP", "SESSION_KEY", "SHARD_KEY"]
 
@@ -77,9 +85,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not registers_own_gpu_marker(config):  # a project's own `gpu` marker is theirs: not ours to skip
-        config.addinivalue_line("markers", GPU_MARKER_HELP)
-    config.addinivalue_line("markers", CONFORMANCE_MARKER_HELP)
+    config.addinivalue_line("markers", CONFORMANCE_MARKER_HELP)  # the `gpu` and `isolated` ones: start_using
+    config.stash[OWNS_ISOLATED_KEY] = lambda: owns_kit_markers(config)  # isolation asks, lazily
     # First thing on a worker: pin its GPU before any framework can initialise CUDA.
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
@@ -90,7 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[DEVICES_KEY] = resolve_devices(config.getoption(FD_DEVICE))
     config.stash[CASES_KEY] = None
     config.stash[SHARD_KEY] = None
-    # The session's collector where reports converge (usage.collects_results), now when the session
-    # asks for the kit, else once a test of the kit's is collected or reported (usage).
+    # The session's collector where reports converge (usage.collects_results) and the kit's markers,
+    # now when the session asks for the kit, else once a test of the kit's is collected or reported (usage).
     if decide_requested(config):
         start_using(config)
+    elif owns_kit_markers(config):  # an isolation worker: its parent's tests may carry them
+        register_kit_markers(config)

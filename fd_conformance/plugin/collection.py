@@ -27,7 +27,7 @@ from fd_conformance.plugin.options import (
     raises_pytest_usage_error,
 )
 from fd_conformance.plugin.shard import SHARD_KEY, empty_shard_reason
-from fd_conformance.plugin.usage import in_use, names_suite, registers_own_gpu_marker
+from fd_conformance.plugin.usage import in_use, names_suite, owns_kit_markers, register_kit_markers, registers_own_gpu_marker
 
 if TYPE_CHECKING:
     from fd_conformance.cases import ModelCase, Shard
@@ -227,6 +227,7 @@ def shard_info(config: pytest.Config) -> dict[str, Any] | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "fd_case" not in metafunc.fixturenames:
         return
+    register_kit_markers(metafunc.config)  # a test of the kit's: its cuda rows carry the kit's `gpu`
     cases = load_session_cases(metafunc.config)
     params = []
     for case in cases:
@@ -258,6 +259,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             case = case_of(item)
             if case is not None and case.checks is not None and check_name(item) not in case.checks:
                 item.add_marker(pytest.mark.skip(reason=f"{case.name} is certified on {', '.join(sorted(case.checks))} only"))
+    if not owns_kit_markers(config):  # not the kit's session: `gpu` is the project's marker (usage)
+        return
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     reason = no_gpu_reason() if gpu_items else None
     if reason is None:

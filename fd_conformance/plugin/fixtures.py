@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import traceback
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -95,20 +96,40 @@ def fd_subject(request: pytest.FixtureRequest, fd_case: ModelCase, fd_runtime: R
 
     Native mode (``graphs="native"``, or a subject without ``graphs()``): the runtime observes
     the framework graphs the model makes itself while the check runs (cases/native.py)."""
-    from fd_conformance.cases.native import NativeSubject, declares_native
+    from fd_conformance.cases.native import NativeSubject
 
-    observer = start_native(fd_runtime) if declares_native(fd_case) else None
-    try:
-        subject = build_subject(fd_case, fd_runtime)
-    except BaseException:
-        if observer is not None:
-            observer.close()  # the next check installs its own
-        raise
-    for native in native_or_kit(subject, fd_runtime, observer):
-        watching = getattr(native, "native_observer", None) if isinstance(native, NativeSubject) else None
+    with case_subject(fd_case, fd_runtime) as subject:
+        watching = subject.native_observer if isinstance(subject, NativeSubject) else None
         if watching is not None:
             request.node.stash[UNKNOWN_GRAPHS_KEY] = watching.unknown_captures
-        yield native
+        yield subject
+
+
+@contextlib.contextmanager
+def case_subject(fd_case: ModelCase, runtime: Runtime) -> Iterator[Subject]:
+    """The subject (wrapped for native mode when declared or detected), released on exit.
+
+    Each undo is registered the moment its thing is installed, so whatever raises -- the factory,
+    the detection, NativeSubject, the check -- the observer is closed: a native observer left
+    installed failed every later native check of the worker with "already installed".
+    Teardown order: the subject is released, its observation points undone, the observer closed."""
+    from fd_conformance.cases.native import NativeSubject, declares_native, hands_no_graphs
+
+    with contextlib.ExitStack() as observing:
+        observer = start_native(runtime) if declares_native(fd_case) else None
+        if observer is not None:
+            observing.callback(observer.close)
+        subject: Subject = build_subject(fd_case, runtime)
+        with contextlib.ExitStack() as releasing:  # inner: the subject goes before its observer
+            releasing.callback(lambda: release_subject(subject, runtime))
+            if observer is None and hands_no_graphs(subject):
+                observer = start_native(runtime)  # detected: graphs the factory captured were not seen
+                observing.callback(observer.close)
+            if observer is not None:
+                native = NativeSubject(subject, observer)  # forwards every Subject member, graphs() from the observer
+                observing.callback(native.close)
+                subject = cast("Subject", native)
+            yield subject
 
 
 def build_subject(fd_case: ModelCase, fd_runtime: Runtime) -> Subject:
@@ -149,29 +170,6 @@ def start_native(runtime: Runtime) -> GraphObserver:
     if reason is not None:
         pytest.skip(reason)
     return runtime.observe_native_graphs()
-
-
-def native_or_kit(subject: Subject, runtime: Runtime, observer: GraphObserver | None) -> Generator[Subject, None, None]:
-    """Yield the subject (wrapped for native mode when declared or detected), then release it."""
-    from fd_conformance.cases.native import NativeSubject, hands_no_graphs
-
-    if observer is None and hands_no_graphs(subject):
-        try:
-            observer = start_native(runtime)  # detected: graphs the factory captured were not seen
-        except BaseException:
-            release_subject(subject, runtime)
-            raise
-    if observer is None:
-        yield subject
-        release_subject(subject, runtime)
-        return
-    native = NativeSubject(subject, observer)
-    try:
-        yield native  # forwards every Subject member, graphs() from the observer
-        release_subject(native, runtime)
-    finally:
-        native.close()
-        observer.close()
 
 
 LAST_FAILURE = ("last_type", "last_value", "last_traceback", "last_exc")  # what pytest keeps in sys

@@ -2,10 +2,11 @@
 
 The plugin loads in every pytest session of an environment with the kit installed (pytest11). A
 project's own test suite that neither passes the kit's options nor runs its suites sees nothing of
-it: no header line, no session collector, no reordering, no GPU pinned per xdist worker, no skip
-of a ``gpu`` marker the project registered itself. Hypothesis's pytest plugin stays out of the way
-the same way (``_hypothesis_pytestplugin``: its header and configure work only when its options
-are given or Hypothesis is in use).
+it: no header line, no session collector, no reordering, no GPU pinned per xdist worker, no ``gpu``
+or ``isolated`` marker registered, skipped or isolated (register_kit_markers: a project's own test
+with either marker runs, or fails ``--strict-markers``, as it would without the kit). Hypothesis's
+pytest plugin stays out of the way the same way (``_hypothesis_pytestplugin``: its header and
+configure work only when its options are given or Hypothesis is in use).
 
 A session *asks for* the kit (decided at configure, before the header) when it passes an ``--fd-*``
 option (command line, ``addopts`` or ``PYTEST_ADDOPTS``), sets an ``fd_*`` ini key to something
@@ -28,13 +29,14 @@ from typing import Any
 
 import pytest
 
-from fd_conformance.isolation.messages import WORKER_ENV
+from fd_conformance.isolation.messages import WORKER_ENV, in_isolation_worker
 from fd_conformance.matrix_keys.check_record import is_check_report
 from fd_conformance.option_ini import IniOption, resolve_all
 
 REQUESTED_KEY = pytest.StashKey[bool]()  # the session asked for the kit (options, ini, -p, suite paths)
 IN_USE_KEY = pytest.StashKey[bool]()  # asked for, or a test of the kit's was collected or reported
 FAILED_BEFORE_KEY = pytest.StashKey[bool]()  # a test of the project's own failed before the collector existed
+MARKERS_KEY = pytest.StashKey[bool]()  # the kit's gpu and isolated markers are registered (register_kit_markers)
 WORKERINPUT_REQUESTED = "fd_conformance_requested"  # the xdist controller's decision, for its workers
 PLUGIN_NAMES = ("fd_conformance", "fd_conformance.plugin")
 SUITE_PACKAGE = "fd_conformance.suite"
@@ -125,10 +127,30 @@ def collects_results(config: pytest.Config) -> bool:
     return getattr(config, "workerinput", None) is None and not os.environ.get(WORKER_ENV)
 
 
+def owns_kit_markers(config: pytest.Config) -> bool:
+    """Whether ``gpu`` and ``isolated`` are the kit's markers here: in a session that asks for or uses
+    the kit, and in an isolation worker (only such a session spawns one). Anywhere else they are the
+    project's: unregistered (pytest's --strict-markers error stands), never skipped, never isolated."""
+    return in_use(config) or in_isolation_worker()
+
+
+def register_kit_markers(config: pytest.Config) -> None:
+    """Register ``gpu`` (unless the project has its own) and ``isolated``, once the session is the kit's."""
+    if config.stash.get(MARKERS_KEY, False):
+        return
+    config.stash[MARKERS_KEY] = True
+    from fd_conformance.isolation.plugin import ISOLATED_MARKER_HELP
+
+    if not registers_own_gpu_marker(config):  # a project's own `gpu` marker is theirs: not ours to skip
+        config.addinivalue_line("markers", GPU_MARKER_HELP)
+    config.addinivalue_line("markers", ISOLATED_MARKER_HELP)
+
+
 def start_using(config: pytest.Config) -> None:
-    """From now on the session uses the kit: where results converge, its collector is registered
-    (once), told whether a test of the project's own already failed."""
+    """From now on the session uses the kit: its markers are registered and, where results converge,
+    its collector (once), told whether a test of the project's own already failed."""
     config.stash[IN_USE_KEY] = True
+    register_kit_markers(config)
     from fd_conformance.plugin.matrix import SESSION_KEY, ConformanceSession
 
     if not collects_results(config) or config.stash.get(SESSION_KEY, None) is not None:

@@ -39,9 +39,11 @@ from fd_conformance.runtime.host_graph import HostEmulation, HostTensorOps
 GROUP_TIMEOUT = datetime.timedelta(seconds=60)  # a one-rank group that takes longer is broken
 SPLIT_SHARE_ENV = "NCCL_COMM_SPLIT_SHARE_RESOURCES"  # NCCL reads it at a process's first split
 # The one-rank default world a runtime of this process made ("group") and its FileStore's file
-# ("store"); empty while there is none, or the world is a launcher's. Process-wide: the world
+# ("store"), and on CUDA the user's NCCL_COMM_SPLIT_SHARE_RESOURCES before it (SPLIT_SHARE_SAVED, None
+# when unset); empty while there is none, or the world is a launcher's. Process-wide: the world
 # outlives the runtime that made it, and later runtimes join it.
 _KIT_WORLD: dict[str, Any] = {}
+SPLIT_SHARE_SAVED = "split_share_saved"
 _STORE_IDS = itertools.count()
 
 
@@ -56,13 +58,34 @@ def _store_root() -> str:
 
 def end_kit_world() -> None:
     """Destroy the default world if a runtime of this process made it (never a launcher's), and
-    with it every group still split from it; then its store file."""
+    with it every group still split from it; then its store file. The user's
+    NCCL_COMM_SPLIT_SHARE_RESOURCES (or its absence) comes back with the world's end."""
+    _restore_split_share()
     group, store = _KIT_WORLD.pop("group", None), _KIT_WORLD.pop("store", None)
     if group is not None and dist.is_initialized() and dist.group.WORLD is group:
         dist.destroy_process_group()
     if store is not None:
         with contextlib.suppress(OSError):
             os.remove(store)
+
+
+def _share_split_resources() -> None:
+    """For the kit's world only: its groups split from it sharing its resources (a restart then costs
+    milliseconds). The user's value is kept, and remembered (absence too) for end_kit_world, so a
+    native engine that makes its world after the kit's sees the environment the user gave it."""
+    if SPLIT_SHARE_SAVED not in _KIT_WORLD:
+        _KIT_WORLD[SPLIT_SHARE_SAVED] = os.environ.get(SPLIT_SHARE_ENV)
+    os.environ.setdefault(SPLIT_SHARE_ENV, "1")
+
+
+def _restore_split_share() -> None:
+    if SPLIT_SHARE_SAVED not in _KIT_WORLD:
+        return
+    saved = _KIT_WORLD.pop(SPLIT_SHARE_SAVED)
+    if saved is None:
+        os.environ.pop(SPLIT_SHARE_ENV, None)
+    else:
+        os.environ[SPLIT_SHARE_ENV] = saved
 
 
 # Every captured, not-yet-reset CUDA graph of the PROCESS, whichever runtime made it: cuBLAS
@@ -304,11 +327,17 @@ class TorchRuntime(Runtime):
             # Every NCCL communicator's destroy waits ~0.5 s for its proxy thread (which polls
             # for its stop every 500 ms). So on a GPU the world connects eagerly (device_id) and is
             # kept for the process's later checks, and each group is split from it sharing its
-            # resources: a group restart then costs milliseconds (bench/comm_group_cost.py). A
-            # user's own NCCL_COMM_SPLIT_SHARE_RESOURCES is kept.
-            os.environ.setdefault(SPLIT_SHARE_ENV, "1")
+            # resources: a group restart then costs milliseconds (bench/comm_group_cost.py); set
+            # for this world's life only (_share_split_resources).
+            _share_split_resources()
             device_id = self.torch_device
-        dist.init_process_group(self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, device_id=device_id)
+        try:
+            dist.init_process_group(
+                self._backend(), store=store, rank=0, world_size=1, timeout=GROUP_TIMEOUT, device_id=device_id
+            )
+        except BaseException:
+            _restore_split_share()  # no world came: nothing of ours stays in the environment
+            raise
         self._owns_default_group = True
         _KIT_WORLD.update(group=dist.group.WORLD, store=store_file)
 

@@ -7,6 +7,7 @@ The capture-size judgement (FDC306) lives in :mod:`._sizes`; its names are re-ex
 from __future__ import annotations
 
 import gc
+import traceback
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -369,6 +370,35 @@ def guarded(verdict: CheckVerdict, code: str, during: str, fn: Callable[[], Any]
         verdict.add(exception_finding(code, err, during, **fields))
         return False
     return True
+
+
+def raising_model(err: BaseException, subject: Any) -> tuple[str, Any] | None:
+    """(role, model) whose own clear ``err`` came out of, read from its traceback (the outermost
+    such frame: the clear the runner called), or None: the fix goes to that model, not the runner."""
+    from fd_conformance.spelling import SPELLINGS
+
+    for frame, _ in traceback.walk_tb(err.__traceback__):
+        if frame.f_code.co_name in SPELLINGS:
+            for role, model in models_of(subject):
+                if frame.f_locals.get("self") is model:
+                    return role, model
+    return None
+
+
+def call_or_conclude(verdict: CheckVerdict, code: str, subject: Any, during: str, fn: Callable[[], Any]) -> None:
+    """Run ``fn`` (a runner's clear_parameters()); an exception becomes a ``code`` finding naming the
+    model clear that raised it, and fails the check: the cell then carries a code, not a bare
+    exception, and what the interrupted call left behind would only restate it."""
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - any exception here IS the contract violation
+        raised = raising_model(err, subject)
+        if raised is None:
+            verdict.add(exception_finding(code, err, during, call=during))
+        else:
+            call = clear_call_name(raised[1])
+            verdict.add(exception_finding(code, err, f"{raised[0]} wrapper {call}, called by {during},", call=call))
+        verdict.conclude()
 
 
 # --------------------------------------------------------------------------- graph memory (FDC302)

@@ -24,6 +24,7 @@ from fd_conformance.suite._sizes import no_graph_findings
 from fd_conformance.suite._support import (
     add_alive_graph_findings,
     alive_graphs,
+    call_or_conclude,
     graph_refs,
     graphs_by_model,
     graphs_on,
@@ -33,6 +34,7 @@ from fd_conformance.suite._support import (
     survivors,
     teardown_findings,
 )
+from fd_conformance.suite.test_clear import CLEAR_RAISED
 from fd_conformance.verdict import CheckVerdict
 
 pytestmark = pytest.mark.conformance("teardown_order")
@@ -71,7 +73,7 @@ def test_teardown_order(
         refs = graph_refs(fd_subject)
         require_graphs_for_flags(fd_case, fd_subject, fd_verdict, use_cudagraph, draft_model_use_cudagraph)
         with recorder.judging(after, holder_names(fd_subject)):
-            runner.clear_parameters()
+            call_or_conclude(fd_verdict, CLEAR_RAISED, fd_subject, after, runner.clear_parameters)
         # clear_parameters() must leave no graph alive either; one left is blamed on the call at fault
         fd_verdict.extend(teardown_findings(recorder, fd_subject))
     add_alive_graph_findings(fd_verdict, alive_graphs(refs), after, fd_subject)
@@ -95,7 +97,9 @@ def test_teardown_after_flag_switch(
         require_graphs_for_flags(fd_case, fd_subject, fd_verdict, True, fd_subject.draft is not None)
         for flag in switched_off:
             setattr(runner, flag, False)
-        runner.clear_parameters()
+        call_or_conclude(
+            fd_verdict, CLEAR_RAISED, fd_subject, f"{type(runner).__qualname__}.clear_parameters()", runner.clear_parameters
+        )
         stranded = [left for left in survivors(recorder, fd_subject) if left.runner_at_fault]
     if stranded:
         # One defect, one check: what the runner leaves with the flags untouched is test_teardown_order's.

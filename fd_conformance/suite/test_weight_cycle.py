@@ -17,6 +17,7 @@ from fd_conformance.findings import Location, make_finding
 from fd_conformance.runtime.base import Runtime, StaleGraphError
 from fd_conformance.suite._in_place import run_in_place_cycles
 from fd_conformance.suite._support import (
+    call_or_conclude,
     compare_outputs,
     exception_finding,
     graphs_on,
@@ -30,6 +31,7 @@ from fd_conformance.suite._support import (
     settled_allocated,
     teardown_findings,
 )
+from fd_conformance.suite.test_clear import CLEAR_RAISED
 from fd_conformance.verdict import CheckVerdict
 
 pytestmark = pytest.mark.conformance("weight_cycle")
@@ -54,7 +56,7 @@ def test_weight_cycle(fd_case: ModelCase, fd_runtime: Runtime, fd_subject: Any, 
         for cycle in range(1, fd_cycles + 1):
             since = len(recorder_findings(recorder))
             with recorder.judging(f"{name}.clear_parameters()", holder_names(fd_subject)):
-                runner.clear_parameters()
+                call_or_conclude(fd_verdict, CLEAR_RAISED, fd_subject, f"{name}.clear_parameters()", runner.clear_parameters)
             teardown = teardown_findings(recorder, fd_subject, since, f"weight cycle {cycle}")
             if teardown:
                 # What follows (stale replays, recapture over live graphs) would only restate it.

@@ -276,7 +276,7 @@ class TorchGraphObserver(StorageScan, GraphObserver):
             self._capturing.remove(record)
         self._observe_now()  # changes before this capture belong before it
         self._names.stale()
-        modules = list(record.modules.values())
+        modules = _inlined(list(record.modules.values()))
         record.slots, record.refs_at = self._captured_slots(modules), -1
         record.modules = {}
         compiled = compiled_capture(graph)
@@ -428,3 +428,18 @@ class TorchGraphObserver(StorageScan, GraphObserver):
         for group in groups:
             self.runtime.events.emit(EventKind.GROUP_SHUTDOWN, torch_collectives.group_name(group), id(group))
             self._groups.pop(id(group), None)
+
+
+def _inlined(modules: list[torch.nn.Module]) -> list[torch.nn.Module]:
+    """The modules that ran, and with a ``torch.compile``d one (an ``OptimizedModule``, holding the
+    model as ``_orig_mod``) every module under that model: dynamo inlines their calls,
+    so none reaches ``nn.Module.__call__`` and the capture would read as holding no weight (a
+    compiled model captured by the engine's own ``torch.cuda.graph``, vLLM's and SGLang's style,
+    certified blind). Every module of the compiled model may have run, so each one's weights count."""
+    found: dict[int, torch.nn.Module] = {}
+    for module in modules:
+        found.setdefault(id(module), module)  # the compiled wrapper stays first: it names the graph
+        inner = getattr(module, "_orig_mod", None)
+        for ran in inner.modules() if isinstance(inner, torch.nn.Module) else ():
+            found.setdefault(id(ran), ran)
+    return list(found.values())
