@@ -155,5 +155,6 @@ def test_a_session_that_asks_for_the_kit_gets_its_markers(unregistered: Path) ->
     no_gpu = no_gpu_reason()
     assert "ran in a kit worker" in asked.stdout, asked.stdout + asked.stderr  # the isolated test's own assertion
     if no_gpu is not None:
-        assert re.search(rf"SKIPPED \[1\] test_markers\.py:\d+: {re.escape(no_gpu)}", asked.stdout), asked.stdout
+        # "no GPU: ..." with the child's own reason (its environment, not this process's, decides which)
+        assert re.search(r"SKIPPED \[1\] test_markers\.py:\d+: no GPU: ", asked.stdout), asked.stdout
         assert "1 failed, 1 skipped" in asked.stdout, asked.stdout
