@@ -428,6 +428,53 @@ def test_two_failed_worker_starts_fail_the_remaining_requests_at_once() -> None:
     assert "no further worker is started" in results[3].cause
 
 
+def test_a_worker_too_slow_to_start_is_not_a_crash_of_the_model() -> None:
+    """Issue 51.2: a worker still starting at the deadline (a loaded host) was FDC502 against the
+    model. It is "not_started", with no finding: the check is not judged. One that DIES at start
+    stays a crash (the test above)."""
+    watchdog = Watchdog("call", startup_timeout=0.001)  # no interpreter starts in a millisecond
+    try:
+        results = [watchdog.run(("call", "hang_cases.hangs:passes", (1,), {}), 30) for _ in range(3)]
+    finally:
+        watchdog.close()
+    assert [r.status for r in results] == ["not_started"] * 3
+    assert all(r.finding("x") is None for r in results)
+    assert results[0].cause.startswith("isolation worker failed to start: isolation worker did not start in time")
+
+
+SLOW_START_CONFTEST = """
+import fd_conformance.isolation.watchdog as watchdog
+
+_init = watchdog.Watchdog.__init__
+
+
+def _no_time_to_start(self, *args, **kwargs):
+    kwargs["startup_timeout"] = 0.001  # stands in for a host too loaded to start a worker in time
+    _init(self, *args, **kwargs)
+
+
+watchdog.Watchdog.__init__ = _no_time_to_start
+"""
+
+
+def test_a_session_whose_worker_cannot_start_in_time_skips_as_not_judged(tmp_path: Path) -> None:
+    """The same through pytest: the isolated test is skipped "not judged" naming the start, not
+    failed with FDC502, and the session goes on to the next test."""
+    (tmp_path / "conftest.py").write_text(SLOW_START_CONFTEST)
+    (tmp_path / "test_slow_host.py").write_text(
+        "import pytest\n\n\n@pytest.mark.isolated\ndef test_model():\n    pass\n\n\ndef test_in_process():\n    pass\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env.pop("FD_CONFORMANCE_ISOLATION_WORKER", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "fd_conformance", "-p", "no:cacheprovider", "-rs", "-q", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 1 skipped" in proc.stdout and "FDC502" not in proc.stdout, proc.stdout
+    assert "not judged: isolation worker failed to start: isolation worker did not start in time" in proc.stdout, proc.stdout
+
+
 STARTUP_BUDGET_S = 15.0  # collecting after the file list arrives took over 8 s on a loaded 2-core machine
 
 

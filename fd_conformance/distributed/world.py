@@ -197,7 +197,8 @@ class DistributedWorld:
         ranks = []
         for rank, result in enumerate(results):
             assert result is not None  # every watcher returns a RunResult
-            outcome: Outcome = result.status if result.status != "done" else result.payload.get("outcome", "failed")
+            status = "crash" if result.status == "not_started" else result.status  # a rank's start: as before
+            outcome: Outcome = status if status != "done" else result.payload.get("outcome", "failed")
             ranks.append(RankOutcome(rank, self.world_size, target, outcome, result))
         if any(r.outcome in ("hang", "crash") for r in ranks):
             self._kill_all()  # a broken collective poisons every peer: next call gets a fresh world

@@ -35,6 +35,7 @@ from fd_conformance.isolation import messages
 from fd_conformance.matrix_keys import case_properties
 from fd_conformance.matrix_keys.check_record import RUN_ATTR, CheckRecord, add_finding
 from fd_conformance.option_ini import IniOption, resolve_all
+from fd_conformance.verdict import NOT_JUDGED
 
 if TYPE_CHECKING:
     # This plugin loads in every pytest session, most of which isolate nothing: the watchdog
@@ -334,6 +335,8 @@ class IsolationController:
             # The deciding report, made here: it carries the matrix keys like any other.
             details = str(result.payload.get("details", ""))
             reports = [_synthetic(item, "setup", details, case_properties(item), result.duration)]
+        elif result.status == "not_started":  # the host, not the model: not judged, no code (exit 3)
+            reports = [_not_judged(item, result.cause, case_properties(item))]
         elif result.status != "done":
             reports = self._with_evidence(item, reports, result, run)
         if not any(r.when == "teardown" for r in reports):
@@ -447,6 +450,16 @@ class IsolationController:
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None
+
+
+def _not_judged(item: pytest.Item, cause: str, props: list[tuple[str, object]]) -> pytest.TestReport:
+    """The setup report of a check whose worker did not start in time: skipped as not judged, the
+    reason naming the host's failure, so the row reads not-judged (exit 3) instead of FDC502."""
+    path, line, _ = item.location
+    reason = f"{NOT_JUDGED}: {cause}: the host was too slow or loaded to start it, the model never ran (fix: rerun on a less loaded host)"
+    report = _synthetic(item, "setup", None, props, 0.0)
+    report.outcome, report.longrepr = "skipped", (str(path), (line or 0) + 1, f"Skipped: {reason}")
+    return report
 
 
 def _synthetic(

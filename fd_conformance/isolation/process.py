@@ -46,7 +46,7 @@ WORKER_DIR_PREFIX = "fdc-worker-"
 WORKER_TEMP = "tmp"  # the worker's temp root, inside its directory
 LOG_TAIL_CHARS = 4000
 
-Status = Literal["done", "hang", "crash"]
+Status = Literal["done", "hang", "crash", "not_started"]  # not_started: still starting at the deadline (not judged)
 
 
 @dataclass
@@ -79,7 +79,7 @@ class RunResult:
                 f"{what} hung: {self.cause}; stuck at {self.stuck_frame or '?'}; last event: {self.last_event}",
                 Location(obj=what),
             )
-        if self.status == "crash":
+        if self.status == "crash":  # "not_started" (a worker too slow to start) is no finding: the host's, not the model's
             return make_finding(
                 "FDC502",
                 f"{what} crashed its worker: {self.cause}; last event: {self.last_event}",
@@ -225,7 +225,7 @@ class WorkerProcess:
             why = "did not start in time" if self.start_timed_out else crash_cause(self.process.exitcode)
             tail = self.log_tail()
             self.kill()
-            raise WorkerStartError(f"isolation worker {why}; worker log:\n{tail}")
+            raise WorkerStartError(f"isolation worker {why}; worker log:\n{tail}", timed_out=self.start_timed_out)
         self.main_thread_ident = received.fields["main_thread_ident"]
         self.collected = received.fields["collected"]
         self.ready = True
@@ -439,4 +439,9 @@ def native_stacks(pid: int) -> str:
 
 
 class WorkerStartError(RuntimeError):
-    """A worker died or timed out before its ``ready``: an environment problem, not a check's."""
+    """A worker died or timed out before its ``ready``: an environment problem, not a check's.
+    ``timed_out``: it was still starting at the deadline (a slow or loaded host), not dead."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out

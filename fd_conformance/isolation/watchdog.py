@@ -15,7 +15,7 @@ from typing import Any, Literal
 from fd_conformance.errors import UsageError, validate_timeout
 from fd_conformance.findings import Finding
 from fd_conformance.isolation import messages
-from fd_conformance.isolation.process import RunResult, WorkerProcess, WorkerStartError
+from fd_conformance.isolation.process import STARTUP_TIMEOUT_S, RunResult, WorkerProcess, WorkerStartError
 
 SPARE_AFTER_S = 1.0  # a request running this long starts the warm spare (a hang's timeout is longer)
 # ...and is within this lead of its timeout: a hang is declared only at the timeout, and the spare
@@ -58,8 +58,15 @@ class Watchdog:
     """
 
     def __init__(
-        self, mode: str = "call", setup: dict[str, Any] | None = None, *, spares: int = 0, spare_after_s: float = SPARE_AFTER_S
+        self,
+        mode: str = "call",
+        setup: dict[str, Any] | None = None,
+        *,
+        spares: int = 0,
+        spare_after_s: float = SPARE_AFTER_S,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
     ) -> None:
+        self.startup_timeout = startup_timeout
         if spares not in (0, 1):
             raise UsageError(f"spares={spares!r} is not 0 or 1", "pass spares=0 (no warm spare) or spares=1")
         self.mode = mode
@@ -73,10 +80,12 @@ class Watchdog:
         self.promoted_spares = 0
         self.start_failures = 0  # consecutive workers that never got ready
         self.first_start_error = ""  # the first of them: the cause shown for every later request
+        self.first_start_timed_out = False  # ... and whether it was still starting (not dead) at the deadline
 
     def _spawn(self, send_facts: bool = False) -> WorkerProcess:
         self.started_workers += 1
-        return WorkerProcess(self.mode, {**self.setup, "send_facts": True} if send_facts else self.setup)
+        setup = {**self.setup, "send_facts": True} if send_facts else self.setup
+        return WorkerProcess(self.mode, setup, startup_timeout=self.startup_timeout)
 
     def prestart(self, send_facts: bool = False) -> None:
         """Spawn the first worker now, without waiting for it (e.g. while the parent collects);
@@ -130,14 +139,15 @@ class Watchdog:
         if self.start_failures >= START_FAILURES_TO_GIVE_UP:
             # Every later worker would fail the same way, each after up to STARTUP_TIMEOUT_S:
             # fail the remaining requests now, with the first error as their cause.
-            return self._start_failed(self.first_start_error)
+            return self._start_failed(self.first_start_error, self.first_start_timed_out)
         try:
             worker = self.ensure_worker()
         except WorkerStartError as err:
             self.worker = None
             self.start_failures += 1
-            self.first_start_error = self.first_start_error or str(err)
-            return self._start_failed(str(err))
+            if not self.first_start_error:
+                self.first_start_error, self.first_start_timed_out = str(err), err.timed_out
+            return self._start_failed(str(err), err.timed_out)
         self.start_failures = 0
         waited = time.monotonic() - waiting
         # Fast and merely slow checks never pay for a spare; one still running near its timeout
@@ -151,11 +161,14 @@ class Watchdog:
             self.worker = None  # next request gets the warm spare, or a fresh process
         return result
 
-    def _start_failed(self, error: str) -> RunResult:
+    def _start_failed(self, error: str, timed_out: bool) -> RunResult:
+        """A worker that died at start is a crash (FDC502: its cause names why). One still starting at
+        the deadline is "not_started": the host was slow or loaded, the model was never run, so the
+        check is not judged (issue 51: a good model got FDC502 on a busy host)."""
         cause = f"isolation worker failed to start: {error.splitlines()[0]}"
         if self.start_failures >= START_FAILURES_TO_GIVE_UP:
             cause += f" ({self.start_failures} workers in a row; no further worker is started)"
-        return RunResult("crash", 0, 0.0, cause=cause, log_tail=error)
+        return RunResult("not_started" if timed_out else "crash", 0, 0.0, cause=cause, log_tail=error)
 
     def close(self) -> None:
         if self.spare is not None:
@@ -184,7 +197,10 @@ class IsolatedRunner(Watchdog):
             raise UsageError(f"check reference {target!r} has no ':'", "write it as 'package.module:function'")
         timeout = validate_timeout(timeout, "timeout")
         result = self.run(messages.message(messages.CALL, target=target, args=args, kwargs=kwargs), timeout)
-        outcome = result.status if result.status != "done" else result.payload.get("outcome", "failed")
+        # A worker too slow to start is reported as this API always reported it (a crash outcome
+        # whose cause says so); the suites' route reads it as not judged (isolation/plugin.py).
+        status = "crash" if result.status == "not_started" else result.status
+        outcome = status if status != "done" else result.payload.get("outcome", "failed")
         return CheckOutcome(target, outcome, result)
 
     def __enter__(self) -> IsolatedRunner:
