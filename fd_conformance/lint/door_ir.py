@@ -122,7 +122,6 @@ class ClassDoors:
     draft_owner: bool
     bases: tuple[str, ...] = ()
     methods: dict[str, tuple[Op, ...]] = field(default_factory=dict)
-    method_lines: dict[str, int] = field(default_factory=dict)
     constructions: list[Construction] = field(default_factory=list)
     owns_graphs: bool = False
     # The models the class names at all ("main", "draft"): a clear of their graphs, their graph flag
@@ -338,35 +337,24 @@ class _Builder:
         for stmt in self.cls.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.doors.methods[stmt.name] = self.body(stmt.body, ())
-                self.doors.method_lines[stmt.name] = stmt.lineno
-        self.doors.owns_graphs = any(_owns_graphs(ops) for ops in self.doors.methods.values())
-        for ops in self.doors.methods.values():
-            self.doors.roles.update(op.role for op in _walk(ops) if isinstance(op, Clear))
-            self.doors.roles.update("draft" for op in _walk(ops) if isinstance(op, (CallAttr, Release)) and op.role == "draft")
+        every = [op for ops in self.doors.methods.values() for op in walk(ops)]
+        clears = [op for op in every if isinstance(op, Clear)]
+        self.doors.owns_graphs = bool(clears)
+        self.doors.roles.update(op.role for op in clears)
+        self.doors.roles.update("draft" for op in every if isinstance(op, (CallAttr, Release)) and op.role == "draft")
         return self.doors
 
 
-def _walk(ops: Sequence[Op]) -> list[Op]:
+def walk(ops: Sequence[Op]) -> list[Op]:
     """Every op, those inside branches and loops included."""
     found: list[Op] = []
     for op in ops:
         found.append(op)
         if isinstance(op, Branch):
-            found += _walk(op.then) + _walk(op.orelse)
+            found += walk(op.then) + walk(op.orelse)
         elif isinstance(op, Loop):
-            found += _walk(op.body)
+            found += walk(op.body)
     return found
-
-
-def _owns_graphs(ops: Sequence[Op]) -> bool:
-    for op in ops:
-        if isinstance(op, Clear):
-            return True
-        if isinstance(op, Branch) and (_owns_graphs(op.then) or _owns_graphs(op.orelse)):
-            return True
-        if isinstance(op, Loop) and _owns_graphs(op.body):
-            return True
-    return False
 
 
 _SKIPPED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Constant, ast.Name, ast.Load, ast.Store)

@@ -35,6 +35,7 @@ from fd_conformance.lint.door_ir import (
     Op,
     Release,
     Site,
+    walk,
 )
 
 #: How deep helpers are followed (runner -> helper -> manager -> its helper).
@@ -98,7 +99,6 @@ class Alive:
     role: str
     release: Release
     door_site: Site  # the door's own call that led to the release (the release itself when direct)
-    through: str  # "" or " (through self.dynamic_weight_manager.clear_model_weight())"
     facts: Facts
     models: tuple[str, ...]  # whose weights the release covers ("groups": every model)
     built: Construction | None
@@ -112,7 +112,6 @@ class _Frame:
     manager_roles: tuple[str, ...] | None  # inside a weight manager: the models it was built with
     manager: Construction | None
     door_site: Site | None
-    through: str
     depth: int
 
 
@@ -130,35 +129,18 @@ class DoorAnalysis:
             self.classes.setdefault(cls.name, cls)
 
     def _lookup(self, cls: ClassDoors, method: str, skip_own: bool) -> tuple[ClassDoors, tuple[Op, ...]] | None:
-        """The method a call on ``self`` (or ``super()``) reaches: the class's own, else its bases', depth first."""
-        if not skip_own and method in cls.methods:
-            return cls, cls.methods[method]
-        seen = {cls.name}
-        todo = list(cls.bases)
-        while todo:
-            name = todo.pop(0)
-            base = self.classes.get(name)
-            if base is None or name in seen:
-                continue
-            seen.add(name)
-            if method in base.methods:
-                return base, base.methods[method]
-            todo.extend(base.bases)
+        """The method a call on ``self`` (or ``super()``) reaches: the class's own, else its bases', breadth first."""
+        for owner in self._lineage(cls)[1 if skip_own else 0 :]:
+            if method in owner.methods:
+                return owner, owner.methods[method]
         return None
 
     # -- what attributes are
     def _built(self, owner: ClassDoors, attr: str, facts: Facts) -> list[Construction]:
         """What ``self.<attr>`` was built from (in the class or its bases), under these facts."""
-        classes: list[ClassDoors] = []
-        todo = [owner.name]
-        while todo:
-            cls = self.classes.get(todo.pop(0))
-            if cls is not None and all(c is not cls for c in classes):
-                classes.append(cls)
-                todo.extend(cls.bases)
         return [
             c
-            for cls in [owner, *(k for k in classes if k is not owner)]
+            for cls in self._lineage(owner)
             for c in cls.constructions
             if c.attr == attr and all(evaluate(k, facts) is not False for k in c.conds)
         ]
@@ -199,18 +181,17 @@ class DoorAnalysis:
                 return states
             owner, ops = found
             # A helper runs on the same object: a manager's helper still covers the manager's models.
-            inner = self._enter(frame, owner, frame.manager_roles, frame.manager, op.site, op.site.text)
+            inner = self._enter(frame, owner, frame.manager_roles, frame.manager, op.site)
             return self._run(ops, states, inner, facts, out)
         if isinstance(op, CallAttr):
             return self._call_attr(op, states, frame, facts, out)
         return states
 
     def _enter(
-        self, frame: _Frame, cls: ClassDoors, roles: tuple[str, ...] | None, built: Construction | None, site: Site, text: str
+        self, frame: _Frame, cls: ClassDoors, roles: tuple[str, ...] | None, built: Construction | None, site: Site
     ) -> _Frame:
-        door_site = frame.door_site or site
-        through = frame.through or (f" (through {text})" if frame.door_site is None else "")
-        return _Frame(cls, roles, built, door_site, through, frame.depth + 1)
+        """A frame one call deeper; its releases are reported at the door's own call that led there."""
+        return _Frame(cls, roles, built, frame.door_site or site, frame.depth + 1)
 
     def _call_attr(
         self, op: CallAttr, states: set[frozenset[str]], frame: _Frame, facts: Facts, out: list[Alive]
@@ -222,15 +203,15 @@ class DoorAnalysis:
             roles = tuple(dict.fromkeys(r for c in with_models for r in c.roles))
             ops = target.methods.get(op.method) if target is not None else None
             if ops is not None and target is not None:
-                inner = self._enter(frame, target, roles, with_models[0], op.site, op.site.text)
+                inner = self._enter(frame, target, roles, with_models[0], op.site)
                 return self._run(ops, states, inner, facts, out)
             release = self._named_release(op)
             if release is not None:
-                manager_frame = self._enter(frame, frame.cls, roles, with_models[0], op.site, "")
+                manager_frame = self._enter(frame, frame.cls, roles, with_models[0], op.site)
                 self._release(release, states, manager_frame, facts, out)
             return states
         if target is not None and target.draft_owner and op.method in target.methods:
-            inner = self._enter(frame, target, frame.manager_roles, frame.manager, op.site, op.site.text)
+            inner = self._enter(frame, target, frame.manager_roles, frame.manager, op.site)
             return self._run(target.methods[op.method], states, inner, facts, out)
         release = self._named_release(op)
         if release is not None:
@@ -254,14 +235,15 @@ class DoorAnalysis:
             covered = (op.role or "main",)
         for state in states:
             for role in sorted(state & set(covered)):
-                out.append(Alive(role, op, frame.door_site or op.site, frame.through, facts, covered, frame.manager))
+                out.append(Alive(role, op, frame.door_site or op.site, facts, covered, frame.manager))
 
     # -- doors
     def _lineage(self, cls: ClassDoors) -> list[ClassDoors]:
-        """The class and every scanned class it inherits from."""
+        """The class, then every scanned class it inherits from, breadth first (the order a call on
+        ``self`` finds a method in)."""
         found, todo = [cls], list(cls.bases)
         while todo:
-            base = self.classes.get(todo.pop())
+            base = self.classes.get(todo.pop(0))
             if base is not None and all(base is not c for c in found):
                 found.append(base)
                 todo.extend(base.bases)
@@ -277,7 +259,7 @@ class DoorAnalysis:
 
     def doors(self, cls: ClassDoors) -> list[str]:
         """Entry points: methods no method of the class calls (helpers are followed from their callers)."""
-        called = {op.method for ops in cls.methods.values() for op in _flatten(ops) if isinstance(op, CallSelf)}
+        called = {op.method for ops in cls.methods.values() for op in walk(ops) if isinstance(op, CallSelf)}
         return [m for m in cls.methods if m not in called and not m.startswith("__")]
 
     def check_class(self, cls: ClassDoors) -> Iterator[Verdict]:
@@ -292,7 +274,7 @@ class DoorAnalysis:
                     r for r, on in (("main", main), ("draft", facts.mtp and facts.draft and "draft" in named)) if on
                 )
                 out: list[Alive] = []
-                self._run(cls.methods[door], {start}, _Frame(cls, None, None, None, "", 0), facts, out)
+                self._run(cls.methods[door], {start}, _Frame(cls, None, None, None, 0), facts, out)
                 for alive in out:
                     verdict = found.setdefault(alive.role, Verdict(door, alive, set(), set(), []))
                     if alive.door_site.line < verdict.first.door_site.line:
@@ -315,13 +297,3 @@ class Verdict:
     kinds: set[str]
     models: set[str]
     sites: list[Site]
-
-
-def _flatten(ops: Sequence[Op]) -> Iterator[Op]:
-    for op in ops:
-        yield op
-        if isinstance(op, Branch):
-            yield from _flatten(op.then)
-            yield from _flatten(op.orelse)
-        elif isinstance(op, Loop):
-            yield from _flatten(op.body)
