@@ -29,9 +29,12 @@ class MemoryStats:
 
     allocated: int
     reserved: int
-    # Bytes attributable to graphs (their live static outputs), where the runtime can attribute
-    # them: host emulation only. None on a device, whose allocator pools everything together.
+    # Bytes attributable to graphs, where the runtime can attribute them: host emulation's live
+    # static outputs; on a torch device, the bytes in use in the caching allocator's graph pools
+    # (the segments its snapshot gives a private pool id). None where nothing can be attributed.
     graphs: int | None = None
+    # The graph pools' reserved bytes (a kept buffer pins its whole segment); device only.
+    graphs_reserved: int | None = None
 
 
 class AllocationLedger(Protocol):
