@@ -7,7 +7,7 @@ Codes are stable: CI configs and ``# noqa`` comments refer to them, so never ren
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fd_conformance.codes import ENTRIES, Doc, Rule, Severity
@@ -35,14 +35,26 @@ class Location:
 
 
 @dataclass(frozen=True)
+class EventRef:
+    """The lifecycle event a finding is about, for the picture of the check that made it: the
+    event's number on its runtime's bus (None until the check's verdict stamps it) and the graph
+    the finding names ("" when none)."""
+
+    seq: int | None = None
+    graph: str = ""
+
+
+@dataclass(frozen=True)
 class Finding:
-    """One violation (or warning) of the graph-opt contract."""
+    """One violation (or warning) of the graph-opt contract. ``event`` stays in the process that
+    made it (never in :meth:`to_dict`): the check's lifecycle trace carries what it points at."""
 
     code: str
     severity: Severity
     message: str
     hint: str
     location: Location = Location()
+    event: EventRef | None = field(default=None, compare=False)
 
     @property
     def is_error(self) -> bool:
@@ -55,6 +67,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["severity"] = self.severity.value
+        del data["event"]
         return data
 
 

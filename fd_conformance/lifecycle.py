@@ -31,12 +31,13 @@ The recorder is framework-neutral: it never touches tensors, only events.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.findings import EventRef, Finding, Location, make_finding
 from fd_conformance.runtime.base import CLEAR_END_MARK, BufferRef, EventKind, RuntimeEvent
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ class _ReleaseBreach:
             shown = ", ".join(repr(n) for n in self.names[:NAMES_SHOWN])
             more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
             what = f"{count} parameters it captured were released ({shown}{more}; first at {format_event(self.first_event)})"
-        return make_finding("FDC201", f"{self.about} was alive when {what}{self.during}", self.graph.where)
+        found = make_finding("FDC201", f"{self.about} was alive when {what}{self.during}", self.graph.where)
+        return at_event(found, self.first_event.seq, self.graph)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,12 @@ class LiveGraph:
 
     def describe(self) -> str:
         return f"graph {self.label!r} (owner {self.owner or '?'}, captured at event #{self.captured_at})"
+
+
+def at_event(finding: Finding, seq: int | None, graph: LiveGraph) -> Finding:
+    """``finding`` marked as being about event ``seq`` (None: the check's verdict stamps the event it
+    is added after) and ``graph``: the step the check's lifecycle picture flags."""
+    return dataclasses.replace(finding, event=EventRef(seq, graph.label))
 
 
 def format_event(event: RuntimeEvent) -> str:
@@ -176,6 +184,10 @@ class LifecycleRecorder:
     def _during(self) -> str:
         return f" during {self._call}" if self._call else ""
 
+    def _report(self, code: str, message: str, graph: LiveGraph, event: RuntimeEvent) -> None:
+        """A finding about ``graph`` made at ``event`` (the call under judgement appended)."""
+        self._findings.append(at_event(make_finding(code, message + self._during(), graph.where), event.seq, graph))
+
     # --- rules --------------------------------------------------------------------------
     def check_cleared(self, owner: str | None = None, after: str = "clear_graph_opt_backend()") -> list[Finding]:
         """FDC203 for every graph (of ``owner``, or any) still alive; call right after ``after``
@@ -184,7 +196,13 @@ class LifecycleRecorder:
         last = self.last_event
         at = last.seq if last is not None else -1
         found = [
-            make_finding("FDC203", f"{self.about(graph)} is still alive after {after} (checked after event #{at})", graph.where)
+            at_event(
+                make_finding(
+                    "FDC203", f"{self.about(graph)} is still alive after {after} (checked after event #{at})", graph.where
+                ),
+                last.seq if last is not None else None,
+                graph,
+            )
             for graph in self.surviving_graphs(owner)
         ]
         self._findings.extend(found)
@@ -231,14 +249,8 @@ class LifecycleRecorder:
     def _check_shutdown(self, event: RuntimeEvent) -> None:
         for graph in list(self._live.values()):
             if event.subject_id in graph.groups:
-                self._findings.append(
-                    make_finding(
-                        "FDC202",
-                        f"{self.about(graph)} was alive when group {event.subject!r} whose collectives it "
-                        f"captured was shut down ({format_event(event)}){self._during()}",
-                        graph.where,
-                    )
-                )
+                what = f"group {event.subject!r} whose collectives it captured was shut down"
+                self._report("FDC202", f"{self.about(graph)} was alive when {what} ({format_event(event)})", graph, event)
 
     def surviving_graphs(self, owner: str | None = None) -> list[LiveGraph]:
         """Live graphs of ``owner`` that survive a garbage collection.
@@ -253,13 +265,7 @@ class LifecycleRecorder:
 
     def _check_clear_mark(self, event: RuntimeEvent) -> None:
         for graph in self.surviving_graphs(event.owner or None):
-            self._findings.append(
-                make_finding(
-                    "FDC203",
-                    f"{self.about(graph)} is still alive at {format_event(event)}{self._during()}",
-                    graph.where,
-                )
-            )
+            self._report("FDC203", f"{self.about(graph)} is still alive at {format_event(event)}", graph, event)
 
     def _check_replay(self, event: RuntimeEvent) -> None:
         graph = self._live.get(event.subject_id)
@@ -278,13 +284,12 @@ class LifecycleRecorder:
                 problems.append(f"{name!r} replaced ({ref.address:#x} -> {current:#x})")
         if problems:
             self._stale_reported.add((graph.graph_id, graph.captured_at))
-            self._findings.append(
-                make_finding(
-                    "FDC204",
-                    f"{self.about(graph)} was replayed after captured buffers changed: {', '.join(problems)} "
-                    f"({format_event(event)}){self._during()}",
-                    graph.where,
-                )
+            changed = ", ".join(problems)
+            self._report(
+                "FDC204",
+                f"{self.about(graph)} was replayed after captured buffers changed: {changed} ({format_event(event)})",
+                graph,
+                event,
             )
 
 
@@ -297,7 +302,8 @@ class Survivor:
     ``holder`` says which object holds it ("the draft model AcmeMTP", "the runner Engine");
     ``own_clear`` is the holding model's clear ("AcmeMTP.clear_graph_opt_backend()"), "" when no
     model alone holds it; ``destroyer`` is the model clear that destroyed it when the kit called it
-    afterwards, "" when none did.
+    afterwards, "" when none did; ``seen_at`` the last event before the kit called those clears
+    (what a finding about it is marked at: the call that left it).
     """
 
     graph: LiveGraph
@@ -305,6 +311,7 @@ class Survivor:
     holder: str
     own_clear: str
     destroyer: str
+    seen_at: int | None = None
 
     @property
     def runner_at_fault(self) -> bool:
@@ -321,4 +328,4 @@ class Survivor:
             why = f"{self.own_clear} does not destroy it either"
         else:
             why = "no model's clear_graph_opt_backend() destroys it"
-        return make_finding(code, f"{what}; {why}", self.graph.where, runner=runner)
+        return at_event(make_finding(code, f"{what}; {why}", self.graph.where, runner=runner), self.seen_at, self.graph)

@@ -8,10 +8,11 @@ out of a failure message.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fd_conformance.findings import Finding
+from fd_conformance.findings import EventRef, Finding
 
 # How a check that could not see what a graph captured ends: skipped with this reason, which makes
 # its row "not-judged" (report/verdicts.py), never certified.
@@ -21,17 +22,25 @@ NOT_JUDGED = "not judged"
 @dataclass
 class CheckVerdict:
     """Findings of one check on one case; errors fail the test, warnings are only reported.
-    ``unknown_graphs`` names the graphs whose captured weights the runtime could not read."""
+    ``unknown_graphs`` names the graphs whose captured weights the runtime could not read;
+    ``clock`` gives the number of the check's latest lifecycle event (None: none yet), stamped on a
+    finding that does not say which event it is about, so the check's picture marks the step it
+    was found after (a graph alive after a clear: the clear's end)."""
 
     check: str
     findings: list[Finding] = field(default_factory=list)
     unknown_graphs: Callable[[], list[str]] = list
+    clock: Callable[[], int | None] = lambda: None
 
     def add(self, finding: Finding) -> None:
+        if finding.event is None or finding.event.seq is None:
+            graph = finding.event.graph if finding.event is not None else ""
+            finding = dataclasses.replace(finding, event=EventRef(self.clock(), graph))
         self.findings.append(finding)
 
     def extend(self, findings: Iterable[Finding]) -> None:
-        self.findings.extend(findings)
+        for finding in findings:
+            self.add(finding)
 
     @property
     def error_codes(self) -> list[str]:

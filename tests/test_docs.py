@@ -62,6 +62,8 @@ RUNS: dict[tuple[str, str], str] = {
     ("how-to/failed-certificate.md", "certify-broken"): "test_docs_examples::test_failed_certificate_walkthrough",
     ("how-to/failed-certificate.md", "explain"): "test_docs_examples::test_failed_certificate_walkthrough",
     ("how-to/failed-certificate.md", "report"): "test_docs_examples::test_failed_certificate_walkthrough",
+    ("how-to/failed-certificate.md", "replay"): "test_docs_examples::test_failed_certificate_walkthrough",
+    ("how-to/failed-certificate.md", "last-failed"): "test_docs_examples::test_failed_certificate_walkthrough",
     ("how-to/debug-a-hang.md", "pytest-hang"): "test_docs_examples::test_hang_is_reported_and_the_session_goes_on",
     ("how-to/gpu-host.md", "certify-gpu"): "test_docs_examples::test_readme_example_is_certified_on_a_gpu",
     ("how-to/gpu-host.md", "pytest-gpu"): "test_docs_examples::test_gpu_only_session_certifies_real_graphs_or_nothing",

@@ -96,7 +96,17 @@ def test_failed_certificate_walkthrough(tmp_path: Path) -> None:
     assert explain.proc.returncode == 0 and "### Fix" in explain.proc.stdout, explain.log
     report = run_command(page_command(page, "report"), tmp_path)
     assert report.proc.returncode == 1 and "violations" in report.proc.stdout, report.log
-    # and the page's fix: the README's own file, delegating again, is certified (test_readme_example_is_certified)
+    # Replay it: the certificate lists the reproducer the page runs; it fails with the run's code
+    assert "## Reproducers" in certificate and "`repro/my-lm-cpu-clear_releases_graphs_and_memory.py`" in certificate
+    replay = run_command(page_command(page, "replay"), tmp_path)
+    assert replay.proc.returncode == 1 and "fd-conformance replay: FAIL FDC203\n" in replay.proc.stdout, replay.log
+    # Fix it: the README's own file, delegating again; the reproducer passes, --last-failed certifies the row
+    write_files(tmp_path, page_files(README))
+    fixed = run_command(page_command(page, "replay"), tmp_path)
+    assert fixed.proc.returncode == 0 and "fd-conformance replay: PASS\n" in fixed.proc.stdout, fixed.log
+    again = run_command(page_command(page, "last-failed"), tmp_path)
+    assert again.proc.returncode == 0 and again.row["verdict"] == "certified", again.log
+    assert "--last-failed: re-running the 1 row(s) that did not pass: my-lm [cpu]" in again.proc.stdout
 
 
 # --------------------------------------------------------------------------- MTP draft

@@ -51,6 +51,8 @@ def test_pyproject_table_configures_names(tmp_path: Path) -> None:
         ('release-calls = "clear_parameters"', "must be a list of non-empty strings"),
         ("severity = { FDC999 = 'error' }", "unknown lint code 'FDC999'"),
         ("severity = { FDC002 = 'fatal' }", "severity for FDC002"),
+        ("max-file-bytes = 0", "must be a whole number >= 1, got 0"),
+        ("max-file-bytes = true", "must be a whole number >= 1, got True"),
     ],
 )
 def test_bad_config_is_a_usage_error_naming_key_and_file(

@@ -110,10 +110,11 @@ def shard_dir(root: Path, index: int, count: int, cases: list[str], all_cases: l
         for c in cases
     ]
     shard = {"index": index, "count": count, "cases": cases, "all_cases": all_cases, "balanced_by": "count", "devices": ["cpu"]}
+    shard |= {"environment": {"python": "3.11.7", "frameworks": {"torch": "2.13.0"}}, "settings": {"cycles": 5}, "run_id": "r1"}
     document = {
-        "environment": {"kit_version": version},
+        "environment": {"kit_version": version, "python": "3.11.7", "platform": "Linux"},
         "expect_mutants": False,
-        "run": {"status": "finished", "reason": "", "not_run": [], "deselected": []},
+        "run": {"status": "finished", "reason": "", "not_run": [], "deselected": [], "owed": []},
         "cases": [],
         "results": results,
         "shard": shard,

@@ -96,6 +96,9 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
         except UsageError as err:  # a ModelCase refused at build time: its own line, under the spec
             sys.modules.pop(name, None)
             raise UsageError(f"{source} {spec!r}: {err.problem}", err.fix) from err
+        except SystemExit as err:
+            sys.modules.pop(name, None)
+            raise _exited(spec, module_part, source, err) from err
         except Exception as err:
             sys.modules.pop(name, None)
             raise UsageError(
@@ -115,11 +118,23 @@ def _import_spec_module(spec: str, module_part: str, source: str) -> ModuleType:
         ) from err
     except UsageError as err:
         raise UsageError(f"{source} {spec!r}: {err.problem}", err.fix) from err
+    except SystemExit as err:
+        raise _exited(spec, module_part, source, err) from err
     except Exception as err:
         raise UsageError(
             f"{source} {spec!r}: importing {module_part!r} raised {type(err).__name__}: {_one_line(err)}",
             "fix the error in that module",
         ) from err
+
+
+def _exited(spec: str, module_part: str, source: str, err: SystemExit) -> UsageError:
+    """A module that calls ``sys.exit`` at import (a script's ``main()`` run unguarded): SystemExit is
+    no Exception, so unnamed it ended the whole pytest session as an INTERNALERROR read as INTERRUPTED."""
+    call = "sys.exit()" if err.code is None else f"sys.exit({err.code!r})"
+    return UsageError(
+        f"{source} {spec!r}: importing {module_part!r} called {call}",
+        'a model module must not exit when imported: put that call under `if __name__ == "__main__":`',
+    )
 
 
 def _in_cwd_not_on_path(top: str) -> str | None:

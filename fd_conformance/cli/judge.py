@@ -15,7 +15,15 @@ from typing import Any
 
 from fd_conformance.cli import shard as shard_cli
 from fd_conformance.cli.outdir import LOG_NAME, REPORT_FILES, RESULTS_NAME, RUN_FILES
-from fd_conformance.cli.unfinished import print_report_paths, pytest_end_fix, pytest_end_reason, write_unfinished_reports
+from fd_conformance.cli.unfinished import (
+    collected,
+    last_error_line,
+    print_report_paths,
+    pytest_end_fix,
+    pytest_end_reason,
+    startup_usage_fix,
+    write_unfinished_reports,
+)
 from fd_conformance.errors import EXIT_INCOMPLETE, EXIT_NOTHING_CERTIFIED, EXIT_OK, EXIT_USAGE, EXIT_VIOLATIONS
 
 # Imports inside functions below are for speed: cli/__init__ loads this module (through run) for
@@ -85,9 +93,21 @@ def judge_session(
             (out / name).unlink(missing_ok=True)
         return EXIT_USAGE
     if not session_judged(returncode, out) or not json_path.is_file():
+        # Died before it collected: the error it died of says what happened (the run's own words
+        # for a bad -p plugin, a usage error; else the reason the reports carry).
+        early = not collected(out)
+        error = last_error_line(log) if early else None
+        fix = startup_usage_fix(error)
+        if fix is not None:
+            print(f"fd-conformance run: error: pytest could not start: {error}; fix: {fix}", file=sys.stderr)
+            for name in RUN_FILES:
+                (out / name).unlink(missing_ok=True)
+            return EXIT_USAGE
         # The reports are written all the same, from results.jsonl, marked with why the session did
         # not end: a conformance.json the child wrote before dying (or none) must not stand.
-        reason = pytest_end_reason(returncode)
+        reason = (
+            pytest_end_reason(returncode) + (" before collecting the suites" if early else "") + (f": {error}" if error else "")
+        )
         document = write_unfinished_reports(out, reason)[0]
         where = f"{out / LOG_NAME}" if log else "the output above"
         print(
@@ -139,6 +159,7 @@ def report_run(
     reason (a CI job must not go green having certified nothing), unless ``allow_empty``."""
     from fd_conformance.cli.summary import verdict_line
     from fd_conformance.report import format_document_matrix, nothing_ran_reason, results_from_records, write_reports
+    from fd_conformance.report.merge import SHARD_FIELD, stamp_shard
 
     results = results_from_records(document["results"])
     owed_left_out = document["run"].get("deselected") or document["run"]["not_run"]
@@ -147,6 +168,8 @@ def report_run(
         # command exits with only once rewritten with the user's own --allow-empty.
         reason = nothing_ran_reason(results)
         write_reports(out, results, bool(document["expect_mutants"]), nothing_certified=reason, allow_empty=allow_empty)
+        if document.get(SHARD_FIELD):  # a shard that certified nothing is still a shard `merge` must take
+            stamp_shard(out, document[SHARD_FIELD])
         print(
             f"fd-conformance run: certified nothing: {reason}; fix: pass --model SPEC or install a package "
             "registering fd_conformance.cases, check --runtime/--device (cuda rows and graphs='native' cases need a GPU), or pass --allow-empty",

@@ -15,14 +15,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fd_conformance.cli.job_summary import append_job_summary
 from fd_conformance.cli.junit import SUITE_NAME as JUNIT_SUITE
 from fd_conformance.cli.outdir import REPORT_FILES, OutLock, refuse_foreign
 from fd_conformance.errors import UsageError, validate_directory
 
 MERGE_HELP = (
     "merge the report directories of the N shards of a run (`run --shard K/N`) into the one report an unsharded "
-    "run writes, and exit with its verdict as `run` does; 7 when the shards do not make one run (kit versions, "
-    "case sets, devices or shard counts differ, a shard is given twice or missing)"
+    "run writes, and exit with its verdict as `run` does; 7 when the shards do not make one run (kit, Python or "
+    "framework versions, run settings such as --cycles, run ids, case sets, devices or shard counts differ, a shard "
+    "is given twice or missing)"
 )
 DIRS_HELP = "each shard's report directory (its --out, or pytest --fd-report DIR), or its conformance.json"
 OUT_HELP = (
@@ -66,6 +68,7 @@ def run_merge(args: argparse.Namespace) -> int:
         junits = [s.source / JUNIT_NAME for s in shards if s.source.is_dir() and (s.source / JUNIT_NAME).is_file()]
         text = merged_junit(junits) if len(junits) == len(shards) else None
         (out / JUNIT_NAME).write_text(text or document_junit(document), encoding="utf-8")
+    append_job_summary(out)  # GITHUB_STEP_SUMMARY: the merged certificate on the job's page
     if not args.quiet:
         if document["cases"]:
             print(format_document_matrix(document))

@@ -20,11 +20,14 @@ from typing import IO
 
 from fd_conformance.cli.junit import SUITE_NAME as JUNIT_SUITE  # the run's junit.xml is marked with it (kit_wrote)
 from fd_conformance.errors import EXIT_LOCKED, UsageError
+from fd_conformance.replay.script import HEADER as REPRO_HEADER  # marks a reproducer as the kit's (kit_wrote)
 
 RESULTS_NAME = "results.jsonl"
 LOG_NAME = "pytest.log"
 REPORT_FILES = ("conformance.json", "certificate.md", "junit.xml")
-RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # what one run leaves in --out
+RUN_FILES = (*REPORT_FILES, RESULTS_NAME, LOG_NAME)  # the files one run leaves in --out
+REPRO_DIR = "repro"  # ...and its reproducers' folder (cli/reproducers.py), kept in previous/ like the files
+RUN_ENTRIES = (*RUN_FILES, REPRO_DIR)
 LOCK_NAME = ".fd-conformance.lock"
 PREVIOUS_DIR = "previous"
 REPLACED_DIR = ".previous-replaced"  # the previous/ a run replaces, until it settles (KeptReports)
@@ -126,9 +129,11 @@ def kit_wrote(path: Path) -> bool:
     user shares with other tools (``--out .`` beside another tool's junit.xml), and a file the kit
     did not write is never moved nor overwritten. Each kind carries its own marker: conformance.json
     its schema_version and kit_version, certificate.md its title, junit.xml the kit's suite name (or
-    its fd_case properties), results.jsonl a first record of the kit's schema, pytest.log LOG_HEADER.
-    An empty file holds nothing to lose."""
+    its fd_case properties), results.jsonl a first record of the kit's schema, pytest.log LOG_HEADER,
+    repro/ only reproducers (REPRO_HEADER first). An empty file holds nothing to lose."""
     try:
+        if path.name == REPRO_DIR and path.is_dir() and not path.is_symlink():
+            return all(_is_reproducer(entry) for entry in path.iterdir())
         if not path.is_file():
             return False
         if path.stat().st_size == 0:
@@ -154,6 +159,13 @@ def kit_wrote(path: Path) -> bool:
     except (OSError, ValueError, AttributeError):  # unreadable, or not the JSON the kit writes
         return False
     return False
+
+
+def _is_reproducer(path: Path) -> bool:
+    if path.is_symlink() or not path.is_file():
+        return False
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return handle.readline().rstrip("\n") == REPRO_HEADER
 
 
 def present(out: Path, names: Iterable[str]) -> list[Path]:
@@ -189,7 +201,7 @@ class KeptReports:
         self.made_previous = False
 
     def keep(self) -> KeptReports:
-        earlier = present(self.out, RUN_FILES)
+        earlier = present(self.out, RUN_ENTRIES)
         _refuse_foreign_previous(self.out, self.previous, earlier)
         if not earlier:
             return self
@@ -248,8 +260,8 @@ def _refuse_foreign_previous(out: Path, previous: Path, earlier: list[Path]) -> 
     elif previous.is_dir() and earlier:
         # Only the kit fills previous/, so it holds only RUN_FILES names; anything else means the
         # folder is the user's (``--out .`` in a project with its own previous/): never deleted.
-        foreign += [f"{PREVIOUS_DIR}/{entry.name}" for entry in previous.iterdir() if entry.name not in RUN_FILES]
-    refuse_foreign(out, RUN_FILES, also=foreign)
+        foreign += [f"{PREVIOUS_DIR}/{entry.name}" for entry in previous.iterdir() if entry.name not in RUN_ENTRIES]
+    refuse_foreign(out, RUN_ENTRIES, also=foreign)
 
 
 def check_name_lengths(out: Path) -> None:

@@ -20,6 +20,8 @@ from fd_conformance.isolation.results import PLAN_KIND
 from fd_conformance.matrix_keys.check_record import CheckRecord, is_result_line
 
 BAR_WIDTH = 24
+# A check's line names its model build from this many seconds on (the factory runs once per check).
+SHOWN_BUILD_S = 1.0
 REASON_WIDTH = 160  # a failure's reason, on the line of its check
 # A record's outcomes (and the caught-mutant reading of a skip carrying codes) as shown.
 OUTCOME_WORDS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "hang": "HANG", "crash": "CRASH"}
@@ -48,6 +50,9 @@ def format_line(record: CheckRecord, done: int, total: int | None) -> str:
         where += f" [{record.device}]"
     keys = {"nodeid": record.nodeid, "case": record.case, "device": record.device, "check": record.check}
     line = f"{count} {outcome_word(record):<6} {where} {check_label(keys)}  {record.duration:.1f}s"
+    build = float(record.run.get("build_s", 0.0))
+    if build >= SHOWN_BUILD_S:
+        line += f" (model build {build:.1f}s)"
     if record.outcome in ("failed", "hang", "crash") and record.reason:
         line += "  " + _one_line(record.reason, REASON_WIDTH)
     return line
@@ -88,6 +93,7 @@ class Progress:
         self.started = time.monotonic()
         self.bar_shown = False
         self.last_bar = ""
+        self.builds = BuildCosts()
 
     @property
     def total(self) -> int | None:
@@ -121,6 +127,7 @@ class Progress:
             return  # a session line
         record = CheckRecord.from_line(data)
         self.done.add(record.nodeid)
+        self.builds.add(record)
         self._print(format_line(record, len(self.done), self.total))
 
     def _print(self, text: str) -> None:
@@ -149,9 +156,41 @@ class Progress:
         self.bar_shown, self.last_bar = True, text
 
     def finish(self) -> None:
-        """Last read, and the bar removed so the matrix starts on a clean line."""
+        """Last read, the bar removed so the matrix starts on a clean line, and a note for a case
+        whose model builds took most of its checks' time."""
         self.poll()
         if self.bar_shown:
             self.stream.write("\r\033[K")
             self.stream.flush()
             self.bar_shown = False
+        for note in self.builds.notes():
+            self._print(note)
+
+
+class BuildCosts:
+    """Per case: how often its factory ran and how long that took, against its checks' time.
+
+    Every check builds a fresh model (checks release weights and destroy graphs, so a shared one
+    would carry one check's damage into the next): a factory that takes a minute is paid once per
+    check. Said once per case, so the author sees where the time went and can cache what the
+    factory loads."""
+
+    def __init__(self) -> None:
+        self.cases: dict[str, list[float]] = {}  # case -> [builds, build seconds, check seconds]
+
+    def add(self, record: CheckRecord) -> None:
+        build = record.run.get("build_s")
+        if record.case and build is not None:
+            totals = self.cases.setdefault(record.case, [0, 0.0, 0.0])
+            totals[0] += 1
+            totals[1] += float(build)
+            totals[2] += record.duration
+
+    def notes(self) -> list[str]:
+        return [
+            f"note: {case}: the model was built {int(builds)} times (once per check, each check needs a fresh one), "
+            f"{built:.1f}s of its checks' {spent:.1f}s; make the factory cheaper to call again (load the "
+            "checkpoint once per process, e.g. a functools.cache'd loader, and build the modules from it)"
+            for case, (builds, built, spent) in self.cases.items()
+            if builds > 1 and built >= SHOWN_BUILD_S and built * 2 >= spent
+        ]

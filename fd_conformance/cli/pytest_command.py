@@ -23,6 +23,10 @@ from fd_conformance.cli.outdir import RESULTS_NAME
 # a suite session pass the same, so they time what this command runs.
 NO_HYPOTHESIS_PLUGIN = ("-p", "no:hypothesispytest")
 
+#: What the child imports before anything can report an error: pytest and what it requires. (A
+#: plugin's module shadowed there dies with a traceback, whose last line the run's reason quotes.)
+PYTEST_STARTUP_MODULES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging")
+
 
 def resolve_device(device: str) -> str:
     """``auto`` made concrete here, so the command, the log and the matrix agree on the rows run."""
@@ -62,6 +66,7 @@ def pytest_command(args: argparse.Namespace, out: Path) -> list[str]:
         cmd.append(f"--fd-cases-file={Path(args.cases_file).resolve()}")
     if args.include_mutants:
         cmd.append("--fd-include-mutants")
+    cmd += getattr(args, "row_options", [])  # run --last-failed: the rows to run again (cli.last_failed)
     cmd += shard_cli.shard_pytest_args(args)
     workers = default_workers(resolve_device(args.device)) if args.workers is None else args.workers
     if workers != "0":
@@ -77,6 +82,25 @@ def default_workers(device: str) -> str:
     if device in ("cuda", "all") and visible_gpu_count() > 0 and importlib.util.find_spec("xdist") is not None:
         return "auto"
     return "0"
+
+
+def shadowed_modules(directory: Path) -> list[tuple[str, str]]:
+    """(module, file) for each file or package in ``directory`` named like a module pytest imports
+    at startup. The child has the user's cwd first on its PYTHONPATH (module:attr specs resolve
+    there), so ./pytest.py would be run as pytest, and the session would die before it began."""
+    from importlib.machinery import PathFinder
+
+    here = directory.resolve()
+    elsewhere = [entry for entry in sys.path if entry and Path(entry).resolve() != here]
+    found = []
+    for name in PYTEST_STARTUP_MODULES:
+        spec = PathFinder.find_spec(name, [str(here)])
+        if spec is None or spec.origin is None:  # none there, or a namespace portion (a bare folder): no shadow
+            continue
+        installed = PathFinder.find_spec(name, elsewhere)
+        if installed is not None and installed.origin != spec.origin:  # pytest's own folder is no shadow
+            found.append((name, spec.origin))
+    return found
 
 
 def absolute_spec(spec: str) -> str:

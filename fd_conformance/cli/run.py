@@ -31,6 +31,7 @@ from typing import Any
 from fd_conformance.cases import locate_spec, read_selection
 from fd_conformance.cli import shard as shard_cli  # --shard K/N, --durations FILE
 from fd_conformance.cli.child import run_child
+from fd_conformance.cli.job_summary import append_job_summary
 from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: re-exported, tests read them here
     EMPTY_JUNIT,
     judge_session,
@@ -39,12 +40,16 @@ from fd_conformance.cli.judge import (  # noqa: F401 - EMPTY_JUNIT, usage_line: 
     session_judged,
 )
 from fd_conformance.cli.judge import usage_line as _usage_line  # noqa: F401 - re-exported: tests read it here
+from fd_conformance.cli.last_failed import HELP as LAST_FAILED_HELP
+from fd_conformance.cli.last_failed import announce, failed_rows, row_arguments
 from fd_conformance.cli.outdir import LOG_NAME, OutLock, check_name_lengths, keep_previous
 from fd_conformance.cli.pytest_command import (  # noqa: F401 - benches read NO_HYPOTHESIS_PLUGIN here
     NO_HYPOTHESIS_PLUGIN,
     absolute_spec,
     pytest_command,
+    shadowed_modules,
 )
+from fd_conformance.cli.reproducers import run_facts, write_reproducers
 from fd_conformance.cli.unfinished import report_interrupted
 from fd_conformance.cli.workers import capped_workers
 from fd_conformance.errors import EXIT_USAGE, MAX_CYCLES, UsageError, validate_directory, validate_int
@@ -64,7 +69,9 @@ WORKERS_HELP = (
 )
 OUT_HELP = (
     "directory for conformance.json, junit.xml, certificate.md, results.jsonl and pytest.log (default: "
-    "./fd-conformance-report); locked while the run goes on; an earlier run's reports there move to DIR/previous/, "
+    "./fd-conformance-report), and repro/: a script per check that found a defect, `python DIR/repro/FILE` re-runs "
+    "it alone without pytest (exit 1 while the defect is there, 0 once fixed); locked while the run goes on; an "
+    "earlier run's reports there move to DIR/previous/, "
     "replacing the run before it (a refused run leaves DIR as it was); a file of those names that the kit did not write "
     "stops the run"
 )
@@ -134,6 +141,7 @@ def add_cli(subparsers: Any) -> None:
     parser.add_argument("--include-mutants", action="store_true", help=MUTANTS_HELP)
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help=DEVICE_HELP)
     parser.add_argument("--cases-file", default=None, metavar="FILE", help=CASES_FILE_HELP)
+    parser.add_argument("--last-failed", "--lf", action="store_true", help=LAST_FAILED_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     parser.add_argument("--allow-empty", "--fd-allow-empty", dest="allow_empty", action="store_true", help=ALLOW_EMPTY_HELP)
@@ -155,6 +163,7 @@ def _validate(args: argparse.Namespace, out: Path) -> None:
     validate_directory(str(out), "--out")
     check_name_lengths(out)
     _validate_addopts(os.environ.get("PYTEST_ADDOPTS", ""))
+    _validate_cwd_modules()
     shard_cli.validate_shard_args(args)
     _validate_specs(args.model)
 
@@ -169,6 +178,19 @@ def _validate_addopts(addopts: str) -> None:
             f"PYTEST_ADDOPTS {addopts!r} cannot be split into arguments ({err})",
             "close the quote (or escape it), or unset PYTEST_ADDOPTS",
         ) from None
+
+
+def _validate_cwd_modules() -> None:
+    """A ./pytest.py (or a folder named like a module pytest starts with) is imported by the child in
+    pytest's place: the session died before collecting and read as INTERRUPTED."""
+    shadows = shadowed_modules(Path.cwd())
+    if shadows:
+        name, path = shadows[0]
+        raise UsageError(
+            f"{path} would be imported as {name!r} by the run's pytest (the current directory comes first on its "
+            "PYTHONPATH, for module:attr specs), and pytest could not start",
+            "rename or move it, or run from another directory (a file spec, path/to/model.py:CASE, works from anywhere)",
+        )
 
 
 def _validate_specs(specs: list[str]) -> None:
@@ -222,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
     args.workers = capped_workers(args.workers)  # -n 999 on two cores: the OOM killer's, not a report
     selection = _read_cases_file(args.cases_file) if args.cases_file is not None else None
     with OutLock(out) as lock:
+        if args.last_failed:  # before the earlier report moves to previous/
+            rows = failed_rows(out)
+            args.row_options = row_arguments(rows)
+            if not args.quiet:
+                print(announce(rows, out))
         kept = keep_previous(out)
         try:
             code = _session(args, out, selection)
@@ -235,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
             kept.restore()
         elif (moved := kept.settle()) is not None and not args.quiet:
             print(f"fd-conformance run: the earlier run's reports in {out} were moved to {moved} (replacing the run before it)")
+        if not lock.refused:
+            append_job_summary(out)  # GITHUB_STEP_SUMMARY: the certificate on the job's page
         return code
 
 
@@ -262,13 +291,20 @@ def _session(args: argparse.Namespace, out: Path, selection: list[str] | None) -
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     if signum is not None:
-        return report_interrupted(out, signum, bool(args.quiet))
-    log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
-    if session_judged(returncode, out):
-        record_session_end(out, returncode)  # an unfinished one is closed by judge_session's report
-    return judge_session(
-        returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
-    )
+        code = report_interrupted(out, signum, bool(args.quiet))
+    else:
+        log = "" if args.verbose else (out / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+        if session_judged(returncode, out):
+            record_session_end(out, returncode)  # an unfinished one is closed by judge_session's report
+        code = judge_session(
+            returncode, log, out, quiet=bool(args.quiet), allow_empty=bool(args.allow_empty), renames=spec_renames(args.model)
+        )
+    if code != EXIT_USAGE:  # the checks that found a defect, each re-runnable alone (OUT/repro/)
+        facts = run_facts(
+            [absolute_spec(spec) for spec in args.model], bool(args.include_mutants), args.cycles, env["PYTHONPATH"]
+        )
+        write_reproducers(out, facts, quiet=bool(args.quiet))
+    return code
 
 
 def _read_cases_file(path: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""``fd-conformance run --shard K/N [--durations FILE]``: the options, their checks, and what an empty
+"""``fd-conformance run --shard K/N [--durations FILE] [--run-id ID]``: the options, their checks, and what an empty
 shard prints. The partition itself is :mod:`fd_conformance.cases.shard`'s, computed by the plugin in
 the pytest child (``--fd-shard``), which stamps it into conformance.json for ``merge``.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fd_conformance.cases.shard import parse_shard, read_durations
-from fd_conformance.errors import EXIT_OK
+from fd_conformance.errors import EXIT_OK, UsageError
 
 SHARD_HELP = (
     "certify only shard K of N (e.g. --shard 2/3, one per CI runner): whole cases, the same partition on every "
@@ -24,12 +24,19 @@ DURATIONS_HELP = (
     "(a merged one too), or a JSON object {case: seconds}; give every shard the same file"
 )
 
+RUN_ID_HELP = (
+    "with --shard: the id of the run this shard belongs to, the same for every shard (e.g. the CI run's number); "
+    "`merge` refuses shards whose ids differ. Default: the CI's run id (GITHUB_RUN_ID, CI_PIPELINE_ID, "
+    "BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID or BUILD_BUILDID), else a hash of the run's settings and environment"
+)
+
 
 def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--shard`` and ``--durations`` on ``run``'s parser (checked in :func:`validate_shard_args`, so
-    a bad value is one line, as every other usage error)."""
+    """``--shard``, ``--durations`` and ``--run-id`` on ``run``'s parser (checked in
+    :func:`validate_shard_args`, so a bad value is one line, as every other usage error)."""
     parser.add_argument("--shard", default=None, metavar="K/N", help=SHARD_HELP)
     parser.add_argument("--durations", default=None, metavar="FILE", help=DURATIONS_HELP)
+    parser.add_argument("--run-id", default=None, metavar="ID", help=RUN_ID_HELP)
 
 
 def validate_shard_args(args: argparse.Namespace) -> None:
@@ -39,18 +46,22 @@ def validate_shard_args(args: argparse.Namespace) -> None:
     if args.durations is not None:
         read_durations(args.durations, "--durations")
         if args.shard is None:
-            from fd_conformance.errors import UsageError
-
             raise UsageError("--durations balances shards, and no --shard was given", "pass --shard K/N too, or drop --durations")
+    run_id = getattr(args, "run_id", None)
+    if run_id is not None and (args.shard is None or not run_id.strip()):
+        problem = "--run-id names a sharded run, and no --shard was given" if args.shard is None else "--run-id is empty"
+        raise UsageError(problem, "pass --shard K/N and the same non-empty --run-id to every shard, or drop --run-id")
 
 
 def shard_pytest_args(args: argparse.Namespace) -> list[str]:
-    """The plugin options that carry ``--shard``/``--durations`` into the pytest child."""
+    """The plugin options that carry ``--shard``/``--durations``/``--run-id`` into the pytest child."""
     cmd = []
     if getattr(args, "shard", None) is not None:
         cmd.append(f"--fd-shard={args.shard.strip()}")
     if getattr(args, "durations", None) is not None:
         cmd.append(f"--fd-durations={Path(args.durations).resolve()}")
+    if getattr(args, "run_id", None) is not None:
+        cmd.append(f"--fd-run-id={args.run_id.strip()}")
     return cmd
 
 

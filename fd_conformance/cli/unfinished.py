@@ -9,12 +9,22 @@ them, and they never say PASS for a session that did not end (their exit_code is
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from fd_conformance.cli.outdir import REPORT_FILES, RESULTS_NAME
+
+# The last line of a Python traceback ("ImportError: ..."), or pytest's INTERNALERROR> copy of it.
+_ERROR_LINE = re.compile(r"^(?:INTERNALERROR> )?((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b.*)$")
+
+#: Errors pytest dies of before its session begins that are the command line's, not the kit's or the
+#: model's: the run is refused as a usage error (exit 2) with this fix, not reported INTERRUPTED.
+STARTUP_USAGE_ERRORS = {
+    "ImportError: Error importing plugin ": "install that plugin, or drop its -p from PYTEST_ADDOPTS or the arguments after --",
+}
 
 
 def pytest_end_reason(returncode: int) -> str:
@@ -33,6 +43,31 @@ def pytest_end_fix(returncode: int) -> str:
     if returncode == -signal.SIGKILL:
         return "if `dmesg` shows the out-of-memory killer, run fewer -n workers; else rerun with -v to see why"
     return "rerun with -v to see why"
+
+
+def collected(out: Path) -> bool:
+    """Did the session get as far as its plan (results.jsonl names the checks it collected)?"""
+    from fd_conformance.errors import UsageError
+    from fd_conformance.isolation.results import load_results_file
+
+    try:
+        return bool(load_results_file(out / RESULTS_NAME).plans)
+    except UsageError:  # no results file, or an empty one: stopped before the plugin wrote a line
+        return False
+
+
+def last_error_line(log: str) -> str | None:
+    """The error a session died of, as its traceback's last line says it (None when none is there)."""
+    for line in reversed(log.splitlines()):
+        found = _ERROR_LINE.match(line.strip())
+        if found:
+            return found.group(1)
+    return None
+
+
+def startup_usage_fix(error: str | None) -> str | None:
+    """The fix when ``error`` is one of :data:`STARTUP_USAGE_ERRORS`, else None."""
+    return next((fix for start, fix in STARTUP_USAGE_ERRORS.items() if error and error.startswith(start)), None)
 
 
 def write_unfinished_reports(out: Path, reason: str) -> tuple[dict[str, Any], bool, list[Any]]:

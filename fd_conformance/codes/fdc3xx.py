@@ -37,8 +37,10 @@ ENTRIES = (
         "graph memory), then empty the allocator cache",
         ("mutant-leaky-clear",),
         Doc(
-            what="After clear_graph_opt_backend(), the runtime's allocator holds more than at the post-warm-up "
-            "baseline (resolution 4 KiB on a GPU, exact on the host emulation).",
+            what="After clear_graph_opt_backend(), the graphs' memory is not back to the post-warm-up baseline: on a "
+            "torch GPU the bytes allocated or reserved in the caching allocator's graph pools (resolution 4 KiB; "
+            "buffers the engine keeps outside every capture, such as static inputs, are not graph memory), under "
+            "host emulation the exact bytes of live graph outputs.",
             why="Output buffers kept past the clear pin the graph's memory pool: every weight cycle leaks a pool "
             "until the device runs out of memory.",
             bad="def clear_graph_opt_backend(self):\n    self.graphs.clear()  # self.outputs still holds their buffers",

@@ -23,6 +23,7 @@ rewriting it then would warn in every session that loads the kit).
 from __future__ import annotations
 
 import pickle
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -130,7 +131,15 @@ def worker_facts(config: pytest.Config) -> dict[str, Any] | None:
     watchdog = controller.watchdog if controller is not None else None
     if watchdog is None or watchdog.worker is None:
         return None
-    return watchdog.worker.facts()
+    worker = watchdog.worker
+    facts = worker.facts()
+    # The model modules were imported there, not here: what they printed is shown where this
+    # session's output goes (pytest.log, `run -v`, the terminal), as if imported here, and once.
+    printed, worker.configure_output = worker.configure_output, ""
+    if printed:
+        sys.stdout.write(printed)
+        sys.stdout.flush()
+    return facts
 
 
 def is_xdist_controller(config: pytest.Config) -> bool:
@@ -171,6 +180,12 @@ def _gpu_item_without_gpu(item: pytest.Item) -> bool:
     if item.get_closest_marker("gpu") is None:
         return False
     return no_gpu_reason() is not None
+
+
+def check_deadline(default_timeout: float, cycles: int | None) -> float:
+    """An isolated check's deadline: the default, grown by ``cycles`` (--fd-cycles, for a check that
+    takes fd_cycles) past DEADLINE_CYCLES. Also what a reproducer waits before it calls a hang."""
+    return default_timeout * max(1.0, cycles / DEADLINE_CYCLES if cycles is not None else 1.0)
 
 
 def _marker_timeout(item: pytest.Item, name: str) -> Any:
@@ -307,7 +322,7 @@ class IsolationController:
             if value is not None:
                 return validate_timeout(value, f"{source} on {item.nodeid}")
         cycles = str(self.config.getoption(CYCLES_FIXTURE, "")) if CYCLES_FIXTURE in getattr(item, "fixturenames", ()) else ""
-        return self.default_timeout * max(1.0, int(cycles) / DEADLINE_CYCLES if cycles.isdigit() else 1.0)
+        return check_deadline(self.default_timeout, int(cycles) if cycles.isdigit() else None)
 
     # --- running ----------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -330,6 +345,7 @@ class IsolationController:
             "started": started,
             "worker_spawned": result.worker_spawned,
             "worker_wait_s": result.ready_wait_s,
+            "deadline_s": self.timeouts[item.nodeid],  # a reproducer waits as long before it calls a hang
         }
         if result.status == "done" and result.payload.get("outcome") == "failed":  # e.g. not collected there
             # The deciding report, made here: it carries the matrix keys like any other.

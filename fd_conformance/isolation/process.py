@@ -167,6 +167,7 @@ class WorkerProcess:
         self._early: messages.Message | None = None  # a message facts() read that wait_ready must see
         self.start_timed_out = False
         self.sends_facts = bool((setup or {}).get("send_facts"))
+        self.configure_output = ""  # what it printed until it sent its facts (a model module's import prints)
         self.requests = 0  # how many requests it served: a spare that served none holds no CUDA context
 
     def collect(self, paths: list[str], basetemp: str | None = None) -> None:
@@ -190,6 +191,7 @@ class WorkerProcess:
             received = self._next_message()
             if received is not None and received.name == messages.CONFIGURED:
                 self.configured = received.fields["facts"]
+                self.configure_output = self._log_text()
             else:
                 self._early = received  # READY or nothing: wait_ready reads it
         return self.configured
@@ -235,11 +237,13 @@ class WorkerProcess:
         return self.process.is_alive()
 
     def log_tail(self) -> str:
+        return self._log_text()[-LOG_TAIL_CHARS:]
+
+    def _log_text(self) -> str:
         try:
-            data = self.log_path.read_text(encoding="utf-8", errors="replace")
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        return data[-LOG_TAIL_CHARS:]
 
     def run(
         self,

@@ -33,6 +33,13 @@ LINT_CODES = tuple(detected_in("fd_conformance.lint.rules"))
 
 TABLE = ("tool", "fd-conformance", "lint")
 
+#: Files above this many bytes are skipped with a notice, never parsed. ``ast.parse`` builds about
+#: 150 bytes of node objects per byte of source (a 52 MB generated file peaked at 8 GB); the largest
+#: hand-written Python file we found (torch's common_methods_invocations.py, 1.4 MB) is below it, what
+#: is above is generated code (protobuf messages, API clients, tables), never a model wrapper.
+#: Biome skips files above 1 MiB (``files.maxSize``) for the same reason.
+MAX_FILE_BYTES = 2 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class LintConfig:
@@ -125,6 +132,9 @@ class LintConfig:
     exclude: tuple[str, ...] = ()
     # Per-code severity overrides: {"FDC002": "error"}.
     severity: dict[str, Severity] = field(default_factory=dict)
+    # Files larger than this many bytes are skipped with a one-line notice, never parsed (generated
+    # code; parsing costs ~150x its size in memory). Raise it to lint such a file anyway.
+    max_file_bytes: int = MAX_FILE_BYTES
     # Where the settings came from, for messages.
     source: str = "<defaults>"
 
@@ -133,7 +143,10 @@ class LintConfig:
         return frozenset(self.graph_clear_calls) | frozenset(CLEAR_SPELLINGS)
 
 
-_LIST_KEYS = {f.name.replace("_", "-"): f.name for f in fields(LintConfig) if f.name not in ("severity", "source")}
+_INT_KEYS = {"max-file-bytes": "max_file_bytes"}  # whole numbers >= 1
+_LIST_KEYS = {
+    f.name.replace("_", "-"): f.name for f in fields(LintConfig) if f.name not in ("severity", "source", *_INT_KEYS.values())
+}
 
 
 def config_from_mapping(table: dict[str, Any], source: str) -> LintConfig:
@@ -143,9 +156,12 @@ def config_from_mapping(table: dict[str, Any], source: str) -> LintConfig:
         if key == "severity":
             kwargs["severity"] = _severity_table(value, source)
             continue
+        if key in _INT_KEYS:
+            kwargs[_INT_KEYS[key]] = _whole_number(key, value, source)
+            continue
         attr = _LIST_KEYS.get(key)
         if attr is None:
-            known = ", ".join(sorted([*_LIST_KEYS, "severity"]))
+            known = ", ".join(sorted([*_LIST_KEYS, *_INT_KEYS, "severity"]))
             raise UsageError(f"unknown lint setting {key!r} in {source}", f"use one of: {known}")
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise UsageError(
@@ -154,6 +170,15 @@ def config_from_mapping(table: dict[str, Any], source: str) -> LintConfig:
             )
         kwargs[attr] = tuple(value)
     return LintConfig(**kwargs)
+
+
+def _whole_number(key: str, value: Any, source: str) -> int:
+    """A TOML integer >= 1 (never a bool, which TOML keeps apart but Python's int admits)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"lint setting {key!r} in {source} must be a whole number >= 1, got {value!r}", f"write it as {key} = 4194304"
+        )
+    return value
 
 
 def _severity_table(value: Any, source: str) -> dict[str, Severity]:

@@ -38,12 +38,13 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
     file, and a deliberately defective file must not fail the hook that its directory run skips.
     A walked entry that is no readable file (a symlink loop, a dangling link, a directory the walk
     cannot list) is skipped with a one-line notice on stderr (:func:`notice_skipped`): the rest of
-    the tree is still linted, and its findings are never lost to one bad entry.
+    the tree is still linted, and its findings are never lost to one bad entry. So is a file above
+    ``max-file-bytes``, given or walked (:func:`_fits`).
     """
     for path in paths:
         require_exists(path)
         if path.is_file():
-            if not config.exclude or not matches(display_path(path, root), config.exclude):
+            if (not config.exclude or not matches(display_path(path, root), config.exclude)) and _fits(path, config):
                 yield path
             continue
         for dirpath, dirnames, filenames in os.walk(path, onerror=_walk_error):
@@ -56,10 +57,10 @@ def iter_python_files(paths: Sequence[Path], config: LintConfig, root: Path) -> 
                     if config.exclude and matches(display_path(full, root), config.exclude):
                         continue
                     why = _not_a_file(full)
-                    if why is None:
-                        yield full
-                    else:
+                    if why is not None:
                         notice_skipped(full, why)
+                    elif _fits(full, config):
+                        yield full
 
 
 def _not_a_file(path: Path) -> str | None:
@@ -71,6 +72,24 @@ def _not_a_file(path: Path) -> str | None:
             return "a symlink loop"
         return "a dangling symlink" if path.is_symlink() else (err.strerror or str(err))
     return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _fits(path: Path, config: LintConfig) -> bool:
+    """Is the file within ``max-file-bytes``? One above it is generated code whose parse would take
+    ~150x its size in memory and minutes of uninterruptible CPU: skipped with a notice that names
+    the limit and how to raise it (the rest of the run goes on, its exit code from the other files)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return True  # reading it fails the same way, and becomes FDC100
+    if size <= config.max_file_bytes:
+        return True
+    notice_skipped(
+        path,
+        f"{size} bytes, above max-file-bytes = {config.max_file_bytes} (generated code?); to lint it, raise "
+        f"max-file-bytes in [tool.fd-conformance.lint], or add it to exclude to silence this note",
+    )
+    return False
 
 
 def _walk_error(err: OSError) -> None:

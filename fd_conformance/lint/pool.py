@@ -1,7 +1,10 @@
-"""Parsing many files in worker processes: when it pays, and how it stays safe and ordered.
+"""Parsing files in worker processes: when it pays, and how it stays safe, ordered and interruptible.
 
 Why processes: ``ast.parse`` holds the GIL, so threads would not help a FastDeploy-sized tree;
-below :data:`MIN_PARALLEL_FILES` files a pool costs more (start-up, pickling) than it saves.
+below :data:`MIN_PARALLEL_FILES` files a pool costs more (start-up, pickling) than it saves. And
+``ast.parse`` never checks for signals: Ctrl-C during a long parse in this process waits for the
+parse to end, while a worker is killed at once, so a large file is parsed in one even when a
+single process would do (:data:`CHILD_PARSE_BYTES`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,11 @@ if TYPE_CHECKING:
 
 #: Below this many files a process pool costs more (start-up, pickling) than it saves.
 MIN_PARALLEL_FILES = 400
+
+#: A file this large (bytes) is parsed in a worker process even in a serial run: its parse would
+#: keep this process deaf to Ctrl-C for a second or more per MiB, a worker is killed at once. Below
+#: it, the fork costs more than the wait it saves (a model file is 10-100 KiB).
+CHILD_PARSE_BYTES = 256 * 1024
 
 
 @contextlib.contextmanager
@@ -72,18 +80,37 @@ def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | Non
 
     ``jobs`` > 1 parses in that many worker processes when there are at least
     :data:`MIN_PARALLEL_FILES` files (ast.parse holds the GIL, so threads would not help);
-    results keep the serial order, so the report is identical.
+    results keep the serial order, so the report is identical. A run with a file of
+    :data:`CHILD_PARSE_BYTES` or more parses in at least one worker, so Ctrl-C ends it at once.
     """
     root = (root or Path.cwd()).resolve()
     work = [(str(file), display_path(file, root)) for file in iter_python_files([Path(p) for p in paths], config, root)]
     jobs = min(jobs, len(work) // (MIN_PARALLEL_FILES // 2) or 1)
-    context = _fork_context() if jobs > 1 and len(work) >= MIN_PARALLEL_FILES else None
+    parallel = jobs > 1 and len(work) >= MIN_PARALLEL_FILES
+    context = _fork_context() if parallel or any(_large(file) for file, _ in work) else None
     if context is None:
         return _scan_batch(work, config)
+    jobs = jobs if parallel else 1
     # Several batches per worker even out files of uneven size; contiguous slices keep the order.
     size = -(-len(work) // (jobs * 4))
     batches = [work[i : i + size] for i in range(0, len(work), size)]
-    from concurrent.futures import ProcessPoolExecutor  # lazily, for speed: only large trees get here
+    import multiprocessing  # lazily, for speed: only large runs get here
+    from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    others = set(multiprocessing.active_children())  # a library caller's own children are not ours to kill
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    try:
         return [scan for part in pool.map(_scan_batch, batches, [config] * len(batches)) for scan in part]
+    except BaseException:  # Ctrl-C (or a worker's error): kill the workers mid-parse, never wait for them
+        for process in set(multiprocessing.active_children()) - others:  # also one forked but not yet registered
+            process.kill()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _large(file: str) -> bool:
+    try:
+        return os.stat(file).st_size >= CHILD_PARSE_BYTES
+    except OSError:
+        return False  # reading it fails the same way, in whichever process, as FDC100

@@ -27,11 +27,14 @@ RUNTIME_INFO_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
 def check_name(item: pytest.Item) -> str:
     """The matrix column: the conformance marker's argument, else the test name without test_."""
-    marker = item.get_closest_marker("conformance")
+    return check_column(item.get_closest_marker("conformance"), getattr(item, "originalname", item.name))
+
+
+def check_column(marker: pytest.Mark | None, test_name: str) -> str:
+    """:func:`check_name` from the marker and the test function's name (a reproducer has no item)."""
     if marker is not None and marker.args:
         return str(marker.args[0])
-    name = getattr(item, "originalname", item.name)
-    return name[5:] if name.startswith("test_") else name
+    return test_name[5:] if test_name.startswith("test_") else test_name
 
 
 def case_of(item: pytest.Item) -> ModelCase | None:

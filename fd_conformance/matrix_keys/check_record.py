@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
 PROP_PREFIX = "fd_"  # user_properties keys travel through xdist and into JUnit XML
 FINDINGS_PROP = PROP_PREFIX + "findings"
+BUILD_PROP = PROP_PREFIX + "build_s"  # a user property: seconds the case factory took for this check
 RUN_ATTR = "fd_run"  # a report attribute: where and when its test ran (see the module docstring)
+TRACE_ATTR = "fd_trace"  # a report attribute, like RUN_ATTR: a failing check's lifecycle trace (report/lifecycle_trace.py)
 SCHEMA_VERSION = 1
 Outcome = Literal["passed", "failed", "skipped", "hang", "crash"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "skipped", "hang", "crash")
@@ -34,11 +36,13 @@ EVIDENCE_KEYS = (
     "isolated",
     "worker_spawned",
     "worker_wait_s",
+    "deadline_s",
     "cause",
     "last_event",
     "python_stacks",
     "native_stacks",
     "stuck_frame",
+    "build_s",  # seconds the case's factory took to build this check's model (BUILD_PROP)
 )
 REASON_LIMIT = 300
 
@@ -65,6 +69,7 @@ class ResultRecord(TypedDict):
     isolated: NotRequired[bool]
     worker_spawned: NotRequired[float]  # epoch seconds its worker was spawned: before the test = warm worker/spare
     worker_wait_s: NotRequired[float]  # seconds the test waited for its worker's startup (0 when warm)
+    deadline_s: NotRequired[float]  # the watchdog's deadline for the test (a hang is declared after it)
     cause: NotRequired[str]  # crash cause ("SIGSEGV", "os._exit(3)", "out of memory: ...") or hang reason
     last_event: NotRequired[str]  # last lifecycle mark the worker streamed before it went silent
     python_stacks: NotRequired[str]  # faulthandler dump of all threads of the hung worker
@@ -81,6 +86,7 @@ class ResultRecord(TypedDict):
     device_name: NotRequired[str]
     graphs_real: NotRequired[bool | None]
     finding_details: NotRequired[list[dict[str, Any]]]  # Finding.to_dict() each ("findings" holds the codes)
+    trace: NotRequired[dict[str, Any]]  # a failing check's lifecycle trace (its picture in the certificate)
 
 
 @dataclass
@@ -107,6 +113,7 @@ class CheckRecord:
     device_name: str | None = None
     graphs_real: bool | None = None
     run: dict[str, Any] = field(default_factory=dict)  # where and when it ran (RUN_ATTR); hang/crash evidence
+    trace: dict[str, Any] | None = None  # a failing check's lifecycle trace (TRACE_ATTR)
 
     # --- encoders ---------------------------------------------------------------------------
     def properties(self) -> list[tuple[str, object]]:
@@ -149,6 +156,8 @@ class CheckRecord:
             optional["expected"] = self.expected
         if self.findings is not None:
             optional["finding_details"] = self.findings
+        if self.trace is not None:
+            optional["trace"] = self.trace
         if self.reason is not None:
             optional["reason"] = self.reason
         line.update(optional)  # type: ignore[typeddict-item]  # keys of ResultRecord, checked above
@@ -168,7 +177,10 @@ class CheckRecord:
             codes=_unique(f.get("code") for f in findings or []),
             caught=hasattr(report, "wasxfail"),
             run=dict(getattr(report, RUN_ATTR, None) or {}),
+            trace=getattr(report, TRACE_ATTR, None),
         )
+        if BUILD_PROP in props:
+            record.run["build_s"] = float(props[BUILD_PROP])  # type: ignore[arg-type]
         for key in ("case", "device", "check", "contract", *RUNTIME_KEYS):
             if PROP_PREFIX + key in props:
                 value = props[PROP_PREFIX + key]
@@ -203,6 +215,7 @@ class CheckRecord:
             duration=float(data.get("duration", 0.0)),
             started=float(data.get("started", 0.0)),
             run={key: data[key] for key in ("worker_pid", *EVIDENCE_KEYS) if key in data},
+            trace=data.get("trace"),
         )
         for key in ("case", "device", "check", "contract", "expected", *RUNTIME_KEYS):
             if data.get(key) is not None:
@@ -211,20 +224,25 @@ class CheckRecord:
 
     # --- one test from its phases -----------------------------------------------------------
     def then(self, later: CheckRecord) -> None:
-        """Fold a later phase in: time adds up, a failure wins, the first reason stays, keys update."""
+        """Fold a later phase in: time adds up, a failure wins, keys update. Every phase's findings
+        and failure reasons stay: a check that fails in call and again in teardown reports both."""
         self.duration += later.duration
-        for key in ("case", "device", "check", "contract", "expected", "findings", *RUNTIME_KEYS):
+        for key in ("case", "device", "check", "contract", "expected", "trace", *RUNTIME_KEYS):
             if getattr(later, key) is not None:
                 setattr(self, key, getattr(later, key))
+        if later.findings is not None:  # a later phase's report repeats the verdict's earlier findings
+            self.findings = (self.findings or []) + [f for f in later.findings if f not in (self.findings or [])]
         self.codes += [code for code in later.codes if code not in self.codes]
         self.caught = self.caught or later.caught
         self.run.update(later.run)
-        if not self.reason and later.reason is not None and later.outcome != "passed":
-            self.reason = later.reason
         if later.outcome == "failed":
+            if self.outcome != "failed" or not self.reason:
+                self.reason = later.reason
+            elif later.reason and later.reason not in self.reason:
+                self.reason = f"{self.reason}; {later.reason}"[:REASON_LIMIT]
             self.outcome, self.details = "failed", self.details + later.details
         elif later.outcome == "skipped" and self.outcome == "passed":
-            self.outcome, self.details = "skipped", later.details
+            self.outcome, self.details, self.reason = "skipped", later.details, self.reason or later.reason
 
     def ended(self) -> None:
         """The run facts' verdict, once the test's last report is in: a hang or crash the
@@ -237,6 +255,27 @@ class CheckRecord:
         cause = self.run.get("cause") or (details.strip().splitlines() or [""])[0]
         self.reason = f"{outcome}: {cause}"[:REASON_LIMIT]
         self.codes = sorted(set(self.codes) | set(self.run.get("findings", [])))
+
+
+class PhaseFold:
+    """A test's phase reports (setup, call, teardown) folded into one record as they arrive: the one
+    fold of both the live session's matrix and the results file, so a test that fails in call and
+    in teardown is one result, both failures in it, whichever route the report is built from."""
+
+    def __init__(self) -> None:
+        self.partial: dict[str, CheckRecord] = {}  # tests whose teardown report has not arrived
+
+    def add(self, report: pytest.TestReport) -> CheckRecord | None:
+        """Fold ``report`` in; the test's whole record once its teardown is in (run facts applied)."""
+        phase = CheckRecord.from_report(report)
+        record = self.partial.setdefault(report.nodeid, phase)
+        if record is not phase:
+            record.then(phase)
+        if report.when != "teardown":
+            return None
+        del self.partial[report.nodeid]
+        record.ended()
+        return record
 
 
 def split_codes_by_severity(codes: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ not use it sees nothing of it (usage: no header, no collector, no GPU pinning, n
   shard       the session's shard (--fd-shard K/N), recorded by collection, stamped by matrix
   plan        what each row owes: every collected check, deselected ones included
   fixtures    fd_cycles, fd_runtime, fd_subject, fd_verdict
+  lifecycle_trace  each check's lifecycle events, and a failing check's trace on its report
   matrix      matrix keys on the deciding report, ConformanceSession, the reports
   results_log the results file (--fd-results): a line per finished test, where reports meet
   xdist, gpus a GPU per xdist worker; ``-n auto`` on a GPU host
@@ -38,8 +39,11 @@ from fd_conformance.plugin.options import (
     FD_CYCLES,
     FD_DEVICE,
     FD_REPORT,
+    FD_ROW,
     FD_RUNTIME,
+    ROWS_KEY,
     resolve_devices,
+    selected_rows,
     validate_cycles,
     validate_report_dir,
     validate_runtime,
@@ -95,6 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CYCLES_KEY] = validate_cycles(config.getoption(FD_CYCLES))
     validate_report_dir(config.getoption(FD_REPORT))
     config.stash[DEVICES_KEY] = resolve_devices(config.getoption(FD_DEVICE))
+    config.stash[ROWS_KEY] = selected_rows(config.getoption(FD_ROW))
     config.stash[CASES_KEY] = None
     config.stash[SHARD_KEY] = None
     # The session's collector where reports converge (usage.collects_results) and the kit's markers,

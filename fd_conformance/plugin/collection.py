@@ -22,8 +22,10 @@ from fd_conformance.plugin.options import (
     FD_DURATIONS,
     FD_INCLUDE_MUTANTS,
     FD_MODEL,
+    FD_ROW,
     FD_RUNTIME,
     FD_SHARD,
+    ROWS_KEY,
     raises_pytest_usage_error,
 )
 from fd_conformance.plugin.shard import SHARD_KEY, empty_shard_reason
@@ -229,9 +231,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     register_kit_markers(metafunc.config)  # a test of the kit's: its cuda rows carry the kit's `gpu`
     cases = load_session_cases(metafunc.config)
+    rows = metafunc.config.stash.get(ROWS_KEY, None)
     params = []
     for case in cases:
         for device in metafunc.config.stash[DEVICES_KEY]:
+            if rows is not None and (case.name, device) not in rows:
+                continue  # not a row --fd-row names: out of the session, not deselected (owes nothing)
             marks = [pytest.mark.gpu] if device == "cuda" else []
             params.append(pytest.param(case, device, id=f"{case.name}-{device}", marks=marks))
     if not params:
@@ -285,4 +290,6 @@ def no_cases_reason(config: pytest.Config) -> str:
 
         if not read_selection(cases_file):
             return f"nothing to certify: {FD_CASES_FILE} {cases_file} selects no case"
+    if config.stash.get(ROWS_KEY, None) is not None:
+        return f"no row named by {FD_ROW} is a selected case on a selected device"
     return "no model cases selected (see --fd-model/--fd-runtime/--fd-cases-file)"

@@ -1,10 +1,14 @@
-"""The fixtures the shipped suites use: cycles, a fresh runtime, the case's subject, a verdict."""
+"""The fixtures the shipped suites use: cycles, a fresh runtime, the case's subject, a verdict.
+
+What they build is built by plain functions (case_runtime, case_subject, unknown_graphs_of), which
+a reproducer (fd_conformance.replay) calls too: a check replayed without pytest meets the same row."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import sys
+import time
 import traceback
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, cast
@@ -13,6 +17,8 @@ import pytest
 
 from fd_conformance.errors import UsageError
 from fd_conformance.matrix_keys import RUNTIME_INFO_KEY, VERDICT_KEY, check_name
+from fd_conformance.matrix_keys.check_record import BUILD_PROP
+from fd_conformance.plugin import lifecycle_trace
 from fd_conformance.plugin.options import CYCLES_KEY
 from fd_conformance.verdict import CheckVerdict
 
@@ -30,15 +36,8 @@ def fd_cycles(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def fd_runtime(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: str) -> Runtime:
     """A fresh runtime adapter per test, so one test's events never reach another's recorder."""
-    from fd_conformance.runtime import get_runtime, installed_runtimes  # the runtime layer only for suite tests
-
-    if fd_case.runtime not in installed_runtimes():
-        pytest.skip(f"runtime {fd_case.runtime!r} is not installed here")
-    freeze_long_lived()
-    try:
-        runtime = get_runtime(fd_case.runtime, fd_device)
-    except UsageError as err:
-        pytest.skip(str(err))
+    runtime = case_runtime(fd_case, fd_device)
+    lifecycle_trace.watch(request.node, runtime)  # its events, for a failing check's picture
     request.node.stash[RUNTIME_INFO_KEY] = {
         "runtime": runtime.name,
         "runtime_version": runtime.version,
@@ -46,6 +45,20 @@ def fd_runtime(request: pytest.FixtureRequest, fd_case: ModelCase, fd_device: st
         "graphs_real": runtime.graphs_are_real,
     }
     return runtime
+
+
+def case_runtime(fd_case: ModelCase, fd_device: str) -> Runtime:
+    """The runtime a check of ``fd_case`` runs on, or a skip saying why there is none here. Shared
+    by the fixture and a reproducer (fd_conformance.replay), so both build the row alike."""
+    from fd_conformance.runtime import get_runtime, installed_runtimes  # the runtime layer only for suite tests
+
+    if fd_case.runtime not in installed_runtimes():
+        pytest.skip(f"runtime {fd_case.runtime!r} is not installed here")
+    freeze_long_lived()
+    try:
+        return get_runtime(fd_case.runtime, fd_device)
+    except UsageError as err:
+        pytest.skip(str(err))
 
 
 def freeze_long_lived() -> None:
@@ -96,13 +109,23 @@ def fd_subject(request: pytest.FixtureRequest, fd_case: ModelCase, fd_runtime: R
 
     Native mode (``graphs="native"``, or a subject without ``graphs()``): the runtime observes
     the framework graphs the model makes itself while the check runs (cases/native.py)."""
+    started = time.perf_counter()
+    with case_subject(fd_case, fd_runtime) as subject:
+        # Each check builds its own model (a check releases weights and destroys graphs): a slow
+        # factory is paid once per check, and the progress line says so (cli/progress.py).
+        request.node.user_properties.append((BUILD_PROP, round(time.perf_counter() - started, 3)))
+        unknown = unknown_graphs_of(subject)
+        if unknown is not None:
+            request.node.stash[UNKNOWN_GRAPHS_KEY] = unknown
+        yield subject
+
+
+def unknown_graphs_of(subject: Subject) -> Callable[[], list[str]] | None:
+    """What a native subject's observer could not read (for the verdict's conclude()); None for a
+    subject whose graphs the kit made."""
     from fd_conformance.cases.native import NativeSubject
 
-    with case_subject(fd_case, fd_runtime) as subject:
-        watching = subject.native_observer if isinstance(subject, NativeSubject) else None
-        if watching is not None:
-            request.node.stash[UNKNOWN_GRAPHS_KEY] = watching.unknown_captures
-        yield subject
+    return subject.native_observer.unknown_captures if isinstance(subject, NativeSubject) else None
 
 
 @contextlib.contextmanager
@@ -210,6 +233,10 @@ def release_subject(subject: Subject, runtime: Runtime) -> None:
 def fd_verdict(request: pytest.FixtureRequest) -> CheckVerdict:
     """Where a check records findings; ``conclude()`` fails the test on errors."""
     node = request.node
-    verdict = CheckVerdict(check_name(node), unknown_graphs=lambda: node.stash.get(UNKNOWN_GRAPHS_KEY, list)())
+    verdict = CheckVerdict(
+        check_name(node),
+        unknown_graphs=lambda: node.stash.get(UNKNOWN_GRAPHS_KEY, list)(),
+        clock=lambda: lifecycle_trace.clock(node),
+    )
     node.stash[VERDICT_KEY] = verdict
     return verdict

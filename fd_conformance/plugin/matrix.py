@@ -17,9 +17,10 @@ import pytest
 
 from fd_conformance.errors import EXIT_NOTHING_CERTIFIED
 from fd_conformance.matrix_keys import RUNTIME_INFO_KEY, VERDICT_KEY, case_of, case_properties
-from fd_conformance.matrix_keys.check_record import CheckRecord
+from fd_conformance.matrix_keys.check_record import TRACE_ATTR, CheckRecord, PhaseFold, is_check_report
+from fd_conformance.plugin import lifecycle_trace
 from fd_conformance.plugin.options import FD_ALLOW_EMPTY, FD_INCLUDE_MUTANTS, FD_REPORT
-from fd_conformance.plugin.shard import empty_shard_reason, recorded_shard
+from fd_conformance.plugin.shard import empty_shard_reason, recorded_shard, shard_stamp
 
 if TYPE_CHECKING:
     from fd_conformance.report import CheckResult
@@ -61,6 +62,11 @@ def add_matrix_keys(item: pytest.Item, report: pytest.TestReport) -> None:
     props += CheckRecord(
         item.nodeid, **(info or {}), findings=None if verdict is None else [f.to_dict() for f in verdict.findings]
     ).properties()
+    if verdict is not None and report.when == "call":
+        # Its picture (report/lifecycle_picture.py): an attribute, like fd_run, so JUnit XML never shows it.
+        trace = lifecycle_trace.trace_of(item, verdict)
+        if trace is not None:
+            setattr(report, TRACE_ATTR, trace)
     if verdict is not None:
         codes = verdict.error_codes
         if (
@@ -89,14 +95,13 @@ class ConformanceSession:
         self.expect_mutants = bool(config.getoption(FD_INCLUDE_MUTANTS))
         self.nothing_certified: str | None = None  # why, when the session certified nothing
         self.outside_failures: set[str] = set()  # failed tests that are no conformance check
+        self.phases = PhaseFold()  # one result per test, folded as the results file folds it
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        record = CheckRecord.from_report(report)
-        if record.case is None:
-            if report.failed:
-                self.outside_failures.add(report.nodeid)
-            return
-        if not _is_final(report):
+        if report.failed and not is_check_report(report):  # a check's failing reports carry its keys
+            self.outside_failures.add(report.nodeid)
+        record = self.phases.add(report)
+        if record is None or record.case is None:
             return
         from fd_conformance.report import result_of  # the reports' code only in sessions that certify
 
@@ -126,7 +131,7 @@ class ConformanceSession:
                 allow_empty,
                 sorted(self.outside_failures),
             )
-            shard = recorded_shard(self.config)
+            shard = shard_stamp(self.config)
             if shard is not None:  # what `fd-conformance merge` checks the shards against
                 from fd_conformance.report.merge import stamp_shard
 

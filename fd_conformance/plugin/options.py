@@ -33,6 +33,8 @@ FD_ALLOW_EMPTY = "--fd-allow-empty"
 FD_SHARD = "--fd-shard"
 FD_DURATIONS = "--fd-durations"
 FD_RESULTS = "--fd-results"
+FD_ROW = "--fd-row"
+FD_RUN_ID = "--fd-run-id"
 
 FD_MODEL_HELP = (
     "model case(s) to certify, as module:attr or path/to/file.py:attr naming a ModelCase, a list of them "
@@ -71,6 +73,16 @@ FD_SHARD_HELP = (
     "case (N above the cases) certifies nothing and exits 0, saying so."
 )
 FD_RESULTS_HELP = "append one JSON line per finished test to FILE (fsynced), for `fd-conformance report FILE`."
+FD_ROW_HELP = (
+    "certify only this row, a case on a device (e.g. my-glm4@cpu); repeatable. A row of no selected case or "
+    "device is left out (`fd-conformance run --last-failed` names the rows that did not pass)."
+)
+FD_RUN_ID_HELP = (
+    "with --fd-shard: the id of the run this shard belongs to, the same for every shard of one run; "
+    "`fd-conformance merge` refuses shards whose ids differ. Default: the CI's run id (GITHUB_RUN_ID, "
+    "CI_PIPELINE_ID, BUILDKITE_BUILD_ID, CIRCLE_WORKFLOW_ID or BUILD_BUILDID), else a hash of the "
+    "run's settings and environment."
+)
 FD_DURATIONS_HELP = (
     "balance --fd-shard by the per-case seconds in FILE: an earlier run's results.jsonl or conformance.json "
     "(a merged one too), or a JSON object {case: seconds}. Every shard must be given the same file."
@@ -83,6 +95,7 @@ SUITE_DEVICES = ("cpu", "cuda")  # the device rows `--fd-device all` collects
 
 CYCLES_KEY = pytest.StashKey[int]()
 DEVICES_KEY: pytest.StashKey[tuple[str, ...]] = pytest.StashKey()
+ROWS_KEY: pytest.StashKey[set[tuple[str, str]] | None] = pytest.StashKey()  # --fd-row, None: every row
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,6 +117,8 @@ OPTIONS = {
     FD_SHARD: IniOption(FD_SHARD, "string", None, FD_SHARD_HELP),
     FD_DURATIONS: IniOption(FD_DURATIONS, "string", None, FD_DURATIONS_HELP),
     FD_RESULTS: IniOption(FD_RESULTS, "string", None, FD_RESULTS_HELP),
+    FD_ROW: IniOption(FD_ROW, "linelist", [], FD_ROW_HELP),
+    FD_RUN_ID: IniOption(FD_RUN_ID, "string", None, FD_RUN_ID_HELP),
 }
 
 
@@ -120,6 +135,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     OPTIONS[FD_SHARD].add(group, parser, metavar="K/N")
     OPTIONS[FD_DURATIONS].add(group, parser, metavar="FILE")
     OPTIONS[FD_RESULTS].add(group, parser, metavar="FILE")
+    OPTIONS[FD_ROW].add(group, parser, action="append", metavar="CASE@DEVICE")
+    OPTIONS[FD_RUN_ID].add(group, parser, metavar="ID")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -172,6 +189,20 @@ def resolve_devices(value: str) -> tuple[str, ...]:
     if value == "auto":
         return ("cuda",) if visible_gpu_count() > 0 else ("cpu",)
     return (value,)
+
+
+@raises_pytest_usage_error
+def selected_rows(values: list[str]) -> set[tuple[str, str]] | None:
+    """--fd-row: the (case, device) rows to keep, None when not given; ``case@device`` each."""
+    if not values:
+        return None
+    rows = set()
+    for value in values:
+        case, sep, device = str(value).rpartition("@")
+        if not sep or not case or device not in SUITE_DEVICES:
+            raise UsageError(f"{FD_ROW} {value!r} is not CASE@DEVICE", f"write e.g. {FD_ROW} my-glm4@cpu (device cpu or cuda)")
+        rows.add((case, device))
+    return rows
 
 
 @raises_pytest_usage_error

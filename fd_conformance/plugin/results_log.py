@@ -5,7 +5,8 @@ Each line is written where pytest's reports meet: result lines where every repor
 process, or xdist's controller, which re-fires its workers' reports as junitxml and the terminal
 see them), the plan line where collection happens (this process, or each xdist worker), the session
 line where an in-process session ends (under xdist ``run`` writes it). A test's phases are folded
-into one :class:`~fd_conformance.matrix_keys.check_record.CheckRecord` and appended as it ends.
+into one :class:`~fd_conformance.matrix_keys.check_record.CheckRecord` (by ``PhaseFold``, as the
+session's matrix folds them) and appended as it ends.
 
 PYTEST_DONT_REWRITE: holds no test assertions.
 """
@@ -22,7 +23,7 @@ from fd_conformance.errors import UsageError
 from fd_conformance.isolation.messages import in_isolation_worker
 from fd_conformance.isolation.plugin import is_xdist_controller
 from fd_conformance.isolation.results import FINISHED, INTERRUPTED, ResultLog, plan_record, session_record
-from fd_conformance.matrix_keys.check_record import RUN_ATTR, CheckRecord
+from fd_conformance.matrix_keys.check_record import RUN_ATTR, PhaseFold
 from fd_conformance.plugin.options import FD_INCLUDE_MUTANTS, FD_RESULTS
 
 
@@ -45,7 +46,7 @@ class ResultsWriter:
         self.xdist_worker = hasattr(config, "workerinput")
         self.xdist_controller = is_xdist_controller(config)
         self.log = ResultLog(path)
-        self.partial: dict[str, CheckRecord] = {}  # tests whose teardown report has not arrived
+        self.phases = PhaseFold()  # the session's matrix folds with the same (plugin/matrix.py)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -70,15 +71,9 @@ class ResultsWriter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.xdist_worker:
             return  # the controller writes: it gets this report re-fired
-        phase = CheckRecord.from_report(report)
-        record = self.partial.setdefault(report.nodeid, phase)
-        if record is not phase:
-            record.then(phase)
-        if report.when != "teardown":
-            return
-        del self.partial[report.nodeid]
-        record.ended()
-        self.log.append(record.line(finished=time.time(), pid=os.getpid()))
+        record = self.phases.add(report)
+        if record is not None:
+            self.log.append(record.line(finished=time.time(), pid=os.getpid()))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not (self.xdist_worker or self.xdist_controller):  # under xdist `run` writes how it ended

@@ -119,6 +119,7 @@ def build_document(
         "reason": interrupted or nothing_certified or "",
         "not_run": not_run,
         "deselected": deselected,
+        "owed": [owed_entry(r) for r in results if r.outcome in NOT_RAN],
     }
     if outside_failures:
         run["outside_failures"] = sorted(outside_failures)
@@ -134,6 +135,21 @@ def build_document(
         "cases": cases,
         "results": [r.to_dict() for r in ran],
     }
+
+
+def owed_entry(result: CheckResult) -> dict[str, Any]:
+    """A check a row owes without a result, keyed as the plan keyed it (never parsed back out of its
+    test id, which a case named ``my-cuda-model`` would misread): what ``merge`` rebuilds it from."""
+    keys = ("nodeid", "case", "device", "check", "outcome")
+    return {**{key: getattr(result, key) for key in keys}, "expected": list(result.expected)}
+
+
+def owed_result(entry: Mapping[str, Any]) -> CheckResult:
+    """The placeholder :func:`owed_entry` wrote (a MISSING or DESELECTED result)."""
+    if entry.get("outcome") not in NOT_RAN:
+        raise ValueError(f"owed check {entry.get('nodeid', '?')!r} has unknown outcome {entry.get('outcome')!r}")
+    nodeid, case, device, check, outcome = (str(entry[key]) for key in ("nodeid", "case", "device", "check", "outcome"))
+    return CheckResult(nodeid, case, device, check, outcome, expected=list(entry.get("expected", [])))
 
 
 def load_schema() -> dict[str, Any]:

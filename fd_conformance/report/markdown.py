@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fd_conformance.report.lifecycle_picture import pictures_section
 from fd_conformance.report.results import FAILED, SKIPPED
 from fd_conformance.report.verdicts import CAUGHT, LINE_LIMIT, shorten
 
@@ -62,11 +63,13 @@ def _fit(sections: list[tuple[list[str], list[str], str]], budget: int) -> list[
 def format_certificate(document: Mapping[str, Any]) -> str:
     """A markdown certificate for a PR comment, at most CERTIFICATE_LIMIT characters whatever the
     run: environment, the summary table (one row per case and device), findings grouped by code
-    (each with its fix and the rows it hit), failures without a code with their reason, missed
+    (each with its fix and the rows it hit), a lifecycle picture per failing check (the first few
+    open, the rest folded), failures without a code with their reason, missed
     mutants, and a pointer to conformance.json, which keeps every detail."""
     lines = _certificate_head(document)
     footer = ["", "Details: every result with its findings, messages and fixes is in `conformance.json` (`results`)."]
-    sections = [_summary_section(document), _findings_section(document), *_reason_sections(document)]
+    pictures = pictures_section(document["results"])  # the lifecycle each failing check saw
+    sections = [_summary_section(document), _findings_section(document), pictures, *_reason_sections(document)]
     sections.append(_mutants_section(document))
     fixed = sum(len(text) + 1 for text in lines + footer)
     body = _fit(sections, CERTIFICATE_LIMIT - fixed - 1)

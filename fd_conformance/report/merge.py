@@ -3,10 +3,13 @@
 
 A shard's conformance.json carries a ``shard`` stamp (:func:`stamp_shard`, written by the plugin
 under ``--fd-shard``): its index and count, the cases it certified and the case set it was cut
-from. The merge refuses, with :data:`~fd_conformance.errors.EXIT_SHARDS`, outputs that cannot be
-one run: other kit versions, case sets, devices, mutant settings or shard counts, a shard given
-twice, a missing shard, a case in two shards or none (different durations files). Then the rows
-are judged from the shards' results exactly as the unsharded session judges its own
+from, its environment (Python, frameworks), the run settings that change verdicts and the run's id
+(fd_conformance.plugin.shard.shard_stamp). The merge refuses, with
+:data:`~fd_conformance.errors.EXIT_SHARDS`, outputs that cannot be one run: other kit, Python or
+framework versions, run settings (cycles, timeouts, ...), run ids, case sets, devices, mutant
+settings or shard counts, a shard given twice, a missing shard, a case in two shards or none
+(different durations files). Then the rows are judged from the shards' results and the checks they
+owed (``run.owed``: keyed as the plan keyed them) exactly as the unsharded session judges its own
 (:func:`~fd_conformance.report.document.build_document`), so verdicts, findings and per-check
 outcomes are the same; only timings and the order of rows can differ.
 """
@@ -20,11 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from fd_conformance.errors import EXIT_SHARDS, UsageError
-from fd_conformance.report.document import CERTIFICATE_NAME, JSON_NAME, build_document
-from fd_conformance.report.results import DESELECTED, MISSING, SKIPPED, CheckResult, device_from_nodeid, results_from_records
+from fd_conformance.report.document import CERTIFICATE_NAME, JSON_NAME, build_document, owed_result
+from fd_conformance.report.results import SKIPPED, CheckResult, results_from_records
 from fd_conformance.report.verdicts import nothing_ran_reason
 
 SHARD_FIELD = "shard"
+STAMP_KEYS = ("environment", "settings", "run_id")  # stamped since the merge checks them (issue 51)
+SAME_RUN = "merge the shards of one run (same kit, cases, devices and --shard N), rerunning any that differ"
+SAME_ENVIRONMENT = "run every shard on the same Python and framework versions, rerunning any that differ"
+SAME_SETTINGS = (
+    "run every shard with the same options (--cycles, --runtime, --fd-timeout, --fd-isolate, -k, -m), rerunning any that differ"
+)
+SAME_RUN_ID = (
+    "merge the shards of one run: give every shard the same `run --run-id` (by default a CI run's id, e.g. "
+    "GITHUB_RUN_ID), rerunning any from another run"
+)
 
 
 class ShardsRefused(UsageError):
@@ -91,10 +104,18 @@ def load_shard(source: str | Path) -> ShardOutput:
             "or interrupted run wrote it)",
             "pass the report directories of `fd-conformance run --shard K/N` (rerun a shard that was interrupted)",
         )
+    if any(key not in document[SHARD_FIELD] for key in STAMP_KEYS) or "owed" not in document.get("run", {}):
+        from fd_conformance import __version__
+
+        raise ShardsRefused(
+            f"{str(given)!r} was written by an older fd-conformance (its shard stamp has no environment, run settings "
+            "or run id, or its run no owed checks), so the merge cannot check it belongs to the run",
+            f"rerun every shard with fd-conformance {__version__}",
+        )
     return ShardOutput(given, document)
 
 
-def _one(shards: Sequence[ShardOutput], what: str, value: Any) -> None:
+def _one(shards: Sequence[ShardOutput], what: str, value: Any, fix: str = SAME_RUN) -> None:
     """Refuse when ``value(shard)`` differs between the shards, naming two that differ."""
     first = shards[0]
     for other in shards[1:]:
@@ -102,7 +123,7 @@ def _one(shards: Sequence[ShardOutput], what: str, value: Any) -> None:
             raise ShardsRefused(
                 f"the shards come from different {what}: {first.label} has {_show(value(first))}, "
                 f"{other.label} has {_show(value(other))}",
-                "merge the shards of one run (same kit, cases, devices and --shard N), rerunning any that differ",
+                fix,
             )
 
 
@@ -112,9 +133,21 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _frameworks(output: ShardOutput) -> dict[str, str | None]:
+    """The shard's installed framework versions (None: not installed)."""
+    found: dict[str, str | None] = output.shard["environment"].get("frameworks", {})
+    return found
+
+
 def check_shards(shards: Sequence[ShardOutput]) -> None:
     """Refuse (:class:`ShardsRefused`) shard outputs that do not make one whole run."""
     _one(shards, "kit versions", lambda s: s.document["environment"].get("kit_version"))
+    _one(shards, "Python versions", lambda s: s.shard["environment"].get("python"), SAME_ENVIRONMENT)
+    for name in sorted({name for s in shards for name in _frameworks(s)}):
+        _one(shards, f"{name} versions", lambda s, name=name: _frameworks(s).get(name) or "not installed", SAME_ENVIRONMENT)
+    for key in sorted({key for s in shards for key in s.shard["settings"]}):
+        _one(shards, f"run settings ({key})", lambda s, key=key: s.shard["settings"].get(key), SAME_SETTINGS)
+    _one(shards, "runs (run ids)", lambda s: s.shard["run_id"], SAME_RUN_ID)
     _one(shards, "shard counts", lambda s: s.shard["count"])
     _one(shards, "case sets", lambda s: sorted(s.shard["all_cases"]))
     _one(shards, "device rows", lambda s: s.shard["devices"])
@@ -153,38 +186,14 @@ def check_shards(shards: Sequence[ShardOutput]) -> None:
         )
 
 
-def _placeholder(document: Mapping[str, Any], nodeid: str, outcome: str) -> CheckResult:
-    """A check a shard owed without a result (conformance.json keeps only its test id), matched to
-    its row by the ``[case-device]`` parameter and to its column by the test's name."""
-    device = device_from_nodeid(nodeid)
-    params = nodeid.rpartition("[")[2].rstrip("]")
-    rows = [c for c in document["cases"] if c["device"] == device and f"{c['name']}-{device}" in params]
-    row = max(rows, key=lambda c: len(c["name"]), default=None)
-    name = nodeid.rpartition("::")[2].partition("[")[0]
-    check = name.removeprefix("test_")
-    if row is not None and check not in row["checks"]:
-        # The column is the check's marker name: the one of this row no result filled.
-        unfilled = [k for k, v in row["checks"].items() if v["cell"] in ("NOT RUN", "DESELECTED")]
-        check = unfilled[0] if len(unfilled) == 1 else check
-    return CheckResult(
-        nodeid=nodeid,
-        case=row["name"] if row is not None else params,
-        device=device,
-        check=check,
-        outcome=outcome,
-        expected=list(row["expected_findings"]) if row is not None else [],
-    )
-
-
 def merged_results(shards: Sequence[ShardOutput]) -> list[CheckResult]:
-    """Every shard's results and owed-but-missing checks, in case order then test id."""
+    """Every shard's results and the checks it owed without one (as its plan keyed them), in case
+    order then test id."""
     results: list[CheckResult] = []
     for output in shards:
         document = output.document
         results += results_from_records(document["results"])
-        run = document.get("run", {})
-        results += [_placeholder(document, nodeid, MISSING) for nodeid in run.get("not_run", [])]
-        results += [_placeholder(document, nodeid, DESELECTED) for nodeid in run.get("deselected", [])]
+        results += [owed_result(entry) for entry in document["run"]["owed"]]
     order = {case: i for i, case in enumerate(shards[0].shard["all_cases"])}
     return sorted(results, key=lambda r: (order.get(r.case, len(order)), r.device, r.nodeid))
 
@@ -202,4 +211,18 @@ def merge_documents(shards: Sequence[ShardOutput], allow_empty: bool = False) ->
     if not any(r.outcome != SKIPPED for r in results):
         nothing = nothing_ran_reason(results) if results else "no shard certified a case (the run selected none)"
     outside = [nodeid for s in shards for nodeid in s.document.get("run", {}).get("outside_failures", [])]
-    return build_document(results, expect_mutants, interrupted, nothing, allow_empty, outside)
+    document = build_document(results, expect_mutants, interrupted, nothing, allow_empty, outside)
+    document["environment"] = merged_environment(shards, document["environment"]["runtimes"])
+    return document
+
+
+def merged_environment(shards: Sequence[ShardOutput], runtimes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's environment as its shards recorded it (checked equal), never the merging machine's:
+    the kit and Python of the shards, the hosts they ran on, the runtimes their results name."""
+    platforms = dict.fromkeys(str(s.document["environment"].get("platform", "")) for s in shards)
+    return {
+        "kit_version": shards[0].document["environment"]["kit_version"],
+        "python": shards[0].shard["environment"]["python"],
+        "platform": " | ".join(platforms),
+        "runtimes": runtimes,
+    }

@@ -51,9 +51,13 @@ class CheckResult:
     device_name: str = ""
     graphs_real: bool | None = None
     contract: str = ""  # the case's weight-update contract when not the default ("in_place")
+    trace: dict[str, Any] | None = None  # a failing check's lifecycle trace (report/lifecycle_trace.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["trace"] is None:  # passing checks carry none: conformance.json stays their size
+            del data["trace"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
@@ -66,8 +70,10 @@ class CheckResult:
 
 def result_of(record: CheckRecord) -> CheckResult:
     """The report's reading of a record: a hang or crash is a failure (its code, FDC501/FDC502, says
-    which), a caught mutant an xfail, the device and check read from the test id when not recorded."""
-    outcome = FAILED if record.outcome in ("hang", "crash") else XFAILED if record.caught else record.outcome
+    which), a caught mutant an xfail (unless a later phase failed: its teardown's failure is not
+    what the mutant was built with), the device and check read from the test id when not recorded."""
+    caught = record.caught and record.outcome == "skipped"
+    outcome = FAILED if record.outcome in ("hang", "crash") else XFAILED if caught else record.outcome
     message = record.reason or ""
     if record.outcome in ("hang", "crash"):
         message = str(record.run.get("cause") or record.details or record.outcome)[:REASON_LIMIT]
@@ -89,6 +95,7 @@ def result_of(record: CheckRecord) -> CheckResult:
         device_name=str(record.device_name or ""),
         graphs_real=record.graphs_real if isinstance(record.graphs_real, bool) else None,
         contract=str(record.contract or ""),
+        trace=record.trace,
     )
 
 

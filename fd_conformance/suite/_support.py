@@ -6,6 +6,7 @@ The capture-size judgement (FDC306) lives in :mod:`._sizes`; its names are re-ex
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import traceback
 import types
@@ -13,7 +14,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fd_conformance.findings import Finding, Location, make_finding
+from fd_conformance.findings import EventRef, Finding, Location, make_finding
 from fd_conformance.runtime.base import OBSERVED_GRAPH_TYPES, EventBus, Graph, Group, MemoryStats, Runtime
 from fd_conformance.runtime.referents import function_state
 from fd_conformance.suite._sizes import SIZE_FIELDS as SIZE_FIELDS
@@ -164,7 +165,22 @@ def clear_models(subject: Any) -> None:
     for _, model in models_of(subject):
         method = resolve_clear_method(model)
         assert method is not None, f"{type(model).__qualname__}: require_clear_methods() must run first"
-        method()
+        kit_call(subject, clear_call_name(model), method)
+
+
+def kit_call(subject: Any, call: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, the check's own call ``call`` (``"Engine.clear_parameters()"``) on the model, between
+    two lifecycle marks: a failing check's picture shows what the kit called, and a finding judged
+    after the call (a graph alive, memory held) flags the call's end, not whatever came before it."""
+    events = subject.runtime.events
+    events.mark(f"kit calls {call}")
+    try:
+        result = fn()
+    except BaseException:
+        events.mark(f"{call} raised")
+        raise
+    events.mark(f"{call} returned")
+    return result
 
 
 def graph_refs(subject: Any) -> list[weakref.ref[Graph]]:
@@ -184,13 +200,12 @@ def add_alive_graph_findings(verdict: CheckVerdict, alive: Sequence[Graph], afte
         return
     held_by = holder_names(subject)([graph.identity for graph in alive])
     for graph in alive:
-        verdict.add(
-            make_finding(
-                "FDC203",
-                f"graph {graph.label!r} ({graph.owner}), held by {held_by[graph.identity]}, is still alive after {after}",
-                Location(obj=f"{graph.owner}:{graph.label}"),
-            )
+        found = make_finding(
+            "FDC203",
+            f"graph {graph.label!r} ({graph.owner}), held by {held_by[graph.identity]}, is still alive after {after}",
+            Location(obj=f"{graph.owner}:{graph.label}"),
         )
+        verdict.add(dataclasses.replace(found, event=EventRef(graph=graph.label)))  # the verdict stamps the event
 
 
 def clear_call_name(model: Any) -> str:
@@ -256,6 +271,7 @@ def survivors(recorder: Any, subject: Any) -> list[Survivor]:
     live = recorder.surviving_graphs()
     if not live:
         return []
+    seen_at = recorder.last_event.seq  # before the clears below: a finding marks the call that left the graph
     holders = graph_holders(subject, [g.graph_id for g in live])
     destroyer: dict[int, tuple[str, Any]] = {}  # graph id -> (role, model) whose clear destroyed it
     for role, model in models_of(subject):
@@ -263,7 +279,7 @@ def survivors(recorder: Any, subject: Any) -> list[Survivor]:
         if method is None:
             continue  # no clear at all is the protocol check's FDC001
         try:
-            method()
+            kit_call(subject, clear_call_name(model), method)
         except Exception:  # noqa: BLE001 - a clear that raises is C2's FDC303; it destroyed nothing here
             continue
         still = {g.graph_id for g in recorder.surviving_graphs()}
@@ -277,7 +293,8 @@ def survivors(recorder: Any, subject: Any) -> list[Survivor]:
         if by_model is not None and role == "runner":
             # A graph the runner banks FOR a model (that model's clear destroys it) is that model's.
             role, holder = by_role, f"{holder} for the {by_role} model {type(by_model).__qualname__}"
-        found.append(Survivor(graph, role, holder, own_clear, clear_call_name(by_model) if by_model is not None else ""))
+        destroyed_by = clear_call_name(by_model) if by_model is not None else ""
+        found.append(Survivor(graph, role, holder, own_clear, destroyed_by, seen_at))
     return found
 
 
@@ -290,8 +307,6 @@ def teardown_findings(recorder: Any, subject: Any, since: int = 0, label: str = 
     FDC202/FDC203 the recorder derived from its finding number ``since`` on, then FDC203 for every
     graph alive now, blamed on ``Runner.clear_parameters()`` when the model's own clear destroys it
     (see :func:`survivors`). ``label`` ("weight cycle 2") prefixes every message."""
-    import dataclasses
-
     found = [f for f in recorder_findings(recorder)[since:] if f.code in TEARDOWN_CODES]
     reported = {f.location for f in found if f.code == "FDC203"}  # a clear's own end mark said it already
     runner = type(subject.runner).__qualname__
@@ -390,7 +405,7 @@ def call_or_conclude(verdict: CheckVerdict, code: str, subject: Any, during: str
     model clear that raised it, and fails the check: the cell then carries a code, not a bare
     exception, and what the interrupted call left behind would only restate it."""
     try:
-        fn()
+        kit_call(subject, during, fn)
     except Exception as err:  # noqa: BLE001 - any exception here IS the contract violation
         raised = raising_model(err, subject)
         if raised is None:

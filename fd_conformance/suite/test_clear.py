@@ -6,6 +6,7 @@ says NOW (FDC203): engines switch flags at run time, after graphs were captured 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from fd_conformance.suite._support import (
     graphs_on,
     guarded,
     holder_names,
+    kit_call,
     memory_holders,
     memory_leak_finding,
     memory_resolution,
@@ -118,7 +120,7 @@ def clear_each(verdict: CheckVerdict, subject: Any, when: str) -> bool:
         assert method is not None, f"{type(model).__qualname__}: require_clear_methods() must run first"
         spelling = CANONICAL if hasattr(model, CANONICAL) else LEGACY
         call = f"{type(model).__qualname__}.{spelling}()"
-        ok &= guarded(verdict, CLEAR_RAISED, f"{role} wrapper {call} {when}", method, call=call)
+        ok &= guarded(verdict, CLEAR_RAISED, f"{role} wrapper {call} {when}", partial(kit_call, subject, call, method), call=call)
     return ok
 
 

@@ -65,6 +65,10 @@ class WorkerSession:
         """Collect only what the parent isolates. A worker prestarted while the parent was still
         collecting has loaded its plugins and conftests already; it waits here for the file list."""
         if self.send_facts:
+            # What its configure printed (a model module's prints at import) is in the log before the
+            # parent reads it there on this message, to show it as a one-process session would.
+            sys.stdout.flush()
+            sys.stderr.flush()
             self.channel.send(messages.CONFIGURED, facts=self.config.stash.get(WORKER_FACTS, {}))
         for start in self.config.stash.get(AFTER_FACTS, []):
             start()
