@@ -4,6 +4,7 @@ starts (the run command, its pytest session, xdist and isolation workers), the s
 by what they were doing.
 
     python bench/one_model_profile.py --device cuda --out DIR   # needs py-spy (root or ptrace)
+    python bench/one_model_profile.py --quick                   # cpu, its protocol check; without py-spy the wall alone
 
 Prints the command's wall time, then per group the sampled seconds summed over processes (one
 process busy for 2 s and another for 3 s is 5 s): imports, NCCL groups, graph capture, the
@@ -23,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _quick import add_quick
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 100  # samples a second per process
@@ -56,37 +59,45 @@ def group_of(stack: str) -> str:
     return "other (model and kit work)"
 
 
+def grouped(raw: Path) -> collections.Counter[str]:
+    """Sampled seconds per group, from py-spy's raw (collapsed-stack) output. The process frames
+    (``process N:"cmd"``) are left out: a command line naming --fd-report must not match a group."""
+    seconds: collections.Counter[str] = collections.Counter()
+    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+            seconds[group_of(";".join(frames))] += int(count) / RATE
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", default=None, help="where to keep the raw samples (default: a temporary directory)")
+    add_quick(parser)
     args = parser.parse_args()
-    spy = shutil.which("py-spy")
-    if spy is None:
-        print("one_model_profile: py-spy is not installed (pip install py-spy)", file=sys.stderr)
-        return 2
     work = Path(tempfile.mkdtemp(prefix="fdc-one-model-"))
     (work / "tiny_lm.py").write_text(tutorial_module(), encoding="utf-8")
     out = Path(args.out) if args.out else work
     out.mkdir(parents=True, exist_ok=True)
     raw = out / "one_model.raw"
-    command = ["fd-conformance", "run", "--model", "tiny_lm.py:CASES", "--device", args.device, "--out", str(work / "report")]
+    device = "cpu" if args.quick else args.device
+    command = ["fd-conformance", "run", "--model", "tiny_lm.py:CASES", "--device", device, "--out", str(work / "report")]
+    if args.quick:
+        command += ["--", "-k", "protocol"]  # one cheap check of the tutorial's case
+    spy = shutil.which("py-spy")
+    sampled = [spy, "record", "--subprocesses", "--format", "raw", "--rate", str(RATE), "-o", str(raw), "--"] if spy else []
+    if not spy:
+        print("py-spy is not installed (pip install py-spy): the wall time alone, no groups")
     started = time.perf_counter()
-    proc = subprocess.run(
-        [spy, "record", "--subprocesses", "--format", "raw", "--rate", str(RATE), "-o", str(raw), "--", *command],
-        cwd=work,
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run([*sampled, *command], cwd=work, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    verdict = next((line for line in proc.stdout.splitlines() if line.startswith("fd-conformance: ")), "?")
     print(f"command: {' '.join(command)} (in {work})")
-    print(f"wall {wall:.1f} s under py-spy, exit {proc.returncode}; verdict: {(proc.stdout.strip().splitlines() or ['?'])[-1]}")
-    seconds: collections.Counter[str] = collections.Counter()
-    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if count.isdigit():
-            seconds[group_of(stack)] += int(count) / RATE
-    total = sum(seconds.values())
+    print(f"wall {wall:.1f} s{' under py-spy' if spy else ''}, exit {proc.returncode}; verdict: {verdict}")
+    seconds = grouped(raw) if spy and raw.exists() else collections.Counter()
+    total = sum(seconds.values()) or 1.0
     print(f"{'group':48} {'s (all processes)':>18} {'share':>7}")
     for name, value in seconds.most_common():
         print(f"{name:48} {value:18.1f} {value / total:7.1%}")

@@ -34,6 +34,10 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "lint_speed.py": (0, ("full tree (jobs=1)       files: 40", "changed files + context  files: 4")),
     "main_job_ab.py": (0, ("plan (collection done) at", "fd-conformance: ")),
     "native_hook_ab.py": (0, ("per capture, 32 modules, median of 1",)),
+    "one_model_profile.py": (
+        0,
+        ("command: fd-conformance run --model tiny_lm.py:CASES --device cpu", "verdict: fd-conformance: "),
+    ),
     "native_overhead.py": (0, ("native hooks overhead on cpu", "quill decoder (hidden 32, 8 tokens)", "serving stack")),
     # issue 25's bench (another session's work, landing beside this file): its own --quick
     "shard_merge.py": (0, ("| 3 | 0,0,0 |", "every merge gave the unsharded verdicts")),

@@ -149,12 +149,14 @@ def _bundled_mutants() -> list[str]:
     return [c.name for c in all_cases() if c.is_mutant]
 
 
+@pytest.mark.xdist_group("replay_mutants")  # one module-scoped run per group, paid by one worker
 def test_the_mutant_run_caught_every_mutant(mutant_run: dict[str, Any]) -> None:
     proc = mutant_run["proc"]
     assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"{mutant_run['out'] / 'repro'}/ (" not in proc.stdout  # -q: the verdict line only
 
 
+@pytest.mark.xdist_group("replay_mutants")  # one module-scoped run per group, paid by one worker
 @pytest.mark.parametrize("mutant", _bundled_mutants())
 def test_each_mutant_reproducer_fails_with_the_runs_codes_and_its_twin_passes(mutant_run: dict[str, Any], mutant: str) -> None:
     case = mutant_run["mutants"][mutant]
@@ -177,6 +179,7 @@ def test_each_mutant_reproducer_fails_with_the_runs_codes_and_its_twin_passes(mu
     assert sorted({c for r in mine for c in r["codes"]}) == errors
 
 
+@pytest.mark.xdist_group("replay_mutants")  # one module-scoped run per group, paid by one worker
 def test_a_mutant_reproducer_runs_as_python_file_from_any_directory(mutant_run: dict[str, Any], tmp_path: Path) -> None:
     """The real thing, once: `python repro/x.py` in a fresh interpreter, from another directory,
     without the run's environment: FDC302 and exit 1; the certificate lists the file."""
@@ -277,6 +280,7 @@ def outside_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }  # fmt: skip
 
 
+@pytest.mark.xdist_group("replay_outside")  # one module-scoped run per group, paid by one worker
 def test_each_outside_variant_reproducer_fails_with_the_runs_codes_and_its_twin_passes(outside_run: dict[str, Any]) -> None:
     assert outside_run["proc"].returncode == EXIT_VIOLATIONS, outside_run["proc"].stderr[-3000:]
     assert {r["case"] for r in outside_run["defects"]} >= {
@@ -292,6 +296,7 @@ def test_each_outside_variant_reproducer_fails_with_the_runs_codes_and_its_twin_
     assert failures == []
 
 
+@pytest.mark.xdist_group("replay_outside")  # one module-scoped run per group, paid by one worker
 def test_a_reproducer_that_cannot_judge_here_says_so_and_exits_4(outside_run: dict[str, Any]) -> None:
     ran = outside_run["cuda"]
     assert ran["code"] == EXIT_NOTHING_CERTIFIED, ran["stdout"][-2000:]
@@ -313,6 +318,7 @@ def _python(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
 
 
+@pytest.mark.xdist_group("replay_hang")  # one module-scoped run per group, paid by one worker
 def test_a_hangs_reproducer_says_where_it_hung_and_exits_1(hang_run: Path, tmp_path: Path) -> None:
     (result,) = [r for r in defects(hang_run) if r["case"] == "acme-clear-waits-forever"]
     assert result["codes"] == ["FDC501"]
@@ -330,6 +336,7 @@ def test_a_hangs_reproducer_says_where_it_hung_and_exits_1(hang_run: Path, tmp_p
     assert _python(twin, tmp_path).returncode == EXIT_OK
 
 
+@pytest.mark.xdist_group("replay_hang")  # one module-scoped run per group, paid by one worker
 def test_a_crashs_reproducer_dies_as_the_worker_did_and_prints_where(hang_run: Path, tmp_path: Path) -> None:
     (result,) = [r for r in defects(hang_run) if r["case"] == "acme-clear-kills-process"]
     assert result["codes"] == ["FDC502"]

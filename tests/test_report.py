@@ -132,7 +132,7 @@ def test_document_validates_against_schema_and_certificate(tmp_path: Path) -> No
     # Findings grouped by code: the first message and fix, then the rows it hit.
     assert "- **FDC201** (error, 2x): graph 'draft:2' alive (fix: clear first)" in cert
     assert "  - in `bad` [cpu] teardown_order, `m1` [cpu] teardown_order" in cert
-    assert "1 caught exactly; not caught:" in cert and "conformance.json" in cert
+    assert "1 caught exactly, every one." in cert and "conformance.json" in cert
 
 
 def test_schema_rejects_a_malformed_document(tmp_path: Path) -> None:
@@ -486,3 +486,10 @@ def test_report_of_an_all_deselected_file_certifies_nothing(tmp_path: Path, caps
     assert allowed["exit_code"] == 0 and "(allowed by --allow-empty)" in report.format_certificate(allowed)
     ran = report.build_document(GOOD, nothing_certified="ignored: a check ran")
     assert ran["exit_code"] == 0
+
+
+def test_the_mutants_section_says_when_every_mutant_was_caught() -> None:
+    caught = report.format_certificate(report.build_document(GOOD + MUTANT_CAUGHT, expect_mutants=True))
+    assert "1 caught exactly, every one." in caught and "not caught:" not in caught
+    missed = report.format_certificate(report.build_document(GOOD + MUTANT_MISSED, expect_mutants=True))
+    assert "0 caught exactly; not caught:" in missed

@@ -207,7 +207,8 @@ def _mutants_section(document: Mapping[str, Any]) -> Section:
     if not any(c["mutant"] for c in document["cases"]):
         return [], [], "- ... {n} more: see conformance.json"
     caught = sum(1 for c in document["cases"] if c["mutant"] and c["verdict"] == CAUGHT)
-    return ["", "## Mutants", "", f"{caught} caught exactly; not caught:"], missed, "- ... {n} more: see conformance.json"
+    head = f"{caught} caught exactly; not caught:" if missed else f"{caught} caught exactly, every one."
+    return ["", "## Mutants", "", head], missed, "- ... {n} more: see conformance.json"
 
 
 def _grouped_reasons(results: Iterable[Mapping[str, Any]]) -> list[str]:
