@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterator, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,15 +100,76 @@ def scan_paths(paths: Sequence[str | Path], config: LintConfig, root: Path | Non
     from concurrent.futures import ProcessPoolExecutor
 
     others = set(multiprocessing.active_children())  # a library caller's own children are not ours to kill
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    other_pids = _child_pids()
+    pools: list[ProcessPoolExecutor] = []
+
+    def kill_workers() -> None:
+        # The pool's own table, this process's multiprocessing children, and (Linux) every child
+        # forked since the pool was made: a worker the signal caught between its fork and its
+        # registration is in none of the first two (seen in CI: lint waited on it forever).
+        ours = set(multiprocessing.active_children()) - others
+        ours |= {process for pool in pools for process in getattr(pool, "_processes", {}).values()}
+        pids = {process.pid for process in ours if process.pid is not None} | (_child_pids() - other_pids)
+        for pid in pids:
+            with contextlib.suppress(OSError):  # gone already
+                os.kill(pid, signal.SIGKILL)
+
+    with _interrupt_kills(kill_workers) as interrupted:  # before the pool: no worker exists unguarded
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+        pools.append(pool)
+        try:
+            scans = [scan for part in pool.map(_scan_batch, batches, [config] * len(batches)) for scan in part]
+        except BaseException:  # a worker's error, or the pool broken by the Ctrl-C that killed it
+            kill_workers()
+            pool.shutdown(wait=False, cancel_futures=True)
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    pool.shutdown(wait=True)
+    if interrupted:  # the signal came after the last parse: still an interrupted run
+        raise KeyboardInterrupt
+    return scans
+
+
+@contextlib.contextmanager
+def _interrupt_kills(kill: Callable[[], None]) -> Iterator[list[int]]:
+    """While the pool runs, Ctrl-C kills the workers (the pool then fails in this thread, where
+    the caller turns it into KeyboardInterrupt) instead of raising wherever the main thread is: a
+    KeyboardInterrupt raised inside concurrent.futures' own bookkeeping was lost, or cancelled a
+    future twice, and lint waited forever on a worker (seen in CI). Yields the signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # only the main thread may set handlers (a library caller's thread)
+        return
+
+    def on_interrupt(signum: int, _frame: object) -> None:
+        received.append(signum)
+        kill()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        return [scan for part in pool.map(_scan_batch, batches, [config] * len(batches)) for scan in part]
-    except BaseException:  # Ctrl-C (or a worker's error): kill the workers mid-parse, never wait for them
-        for process in set(multiprocessing.active_children()) - others:  # also one forked but not yet registered
-            process.kill()
-        raise
+        yield received
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        signal.signal(signal.SIGINT, previous)
+
+
+def _child_pids() -> set[int]:
+    """This process's child processes, from /proc (Linux); empty elsewhere."""
+    me, found = os.getpid(), set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    fields = stat.read().rpartition(")")[2].split()
+            except OSError:
+                continue  # gone meanwhile
+            if len(fields) > 1 and fields[1] == str(me):
+                found.add(int(entry))
+    return found
 
 
 def _large(file: str) -> bool:
