@@ -77,7 +77,11 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="where to keep the raw samples (default: a temporary directory)")
     add_quick(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="fdc-one-model-"))
+    with tempfile.TemporaryDirectory(prefix="fdc-one-model-") as scratch:  # nothing left behind in /tmp
+        return profile(Path(scratch), args)
+
+
+def profile(work: Path, args: argparse.Namespace) -> int:
     (work / "tiny_lm.py").write_text(tutorial_module(), encoding="utf-8")
     out = Path(args.out) if args.out else work
     out.mkdir(parents=True, exist_ok=True)
